@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth.forms import AuthenticationForm
+
+from kagent.models import ApiKey
+
+
+class EmailLoginForm(AuthenticationForm):
+    username = forms.EmailField(label="Email", widget=forms.EmailInput(attrs={"autofocus": True, "autocomplete": "email"}))
+
+
+class ApiKeyCreateForm(forms.Form):
+    kind = forms.ChoiceField(choices=ApiKey.Kind.choices, initial=ApiKey.Kind.SECRET)
+    name = forms.CharField(max_length=200, required=False)

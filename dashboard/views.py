@@ -1,0 +1,90 @@
+"""Dashboard pages. Each view parses, calls one service or selector, renders."""
+
+from __future__ import annotations
+
+from django.contrib.auth import logout
+from django.contrib.auth import views as auth_views
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from dashboard.access import SESSION_KEY, manager_required, project_required
+from dashboard.forms import ApiKeyCreateForm, EmailLoginForm
+from kagent import services
+from kagent.errors import NotFound
+from kagent.selectors import api_key_list, membership_for_project, project_list_for_user
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    if request.user.is_authenticated:
+        return redirect("dashboard:agents")
+    return redirect("dashboard:login")
+
+
+class LoginView(auth_views.LoginView):
+    template_name = "dashboard/login.html"
+    form_class = EmailLoginForm
+    redirect_authenticated_user = True
+
+
+@require_POST
+def logout_view(request: HttpRequest) -> HttpResponse:
+    logout(request)
+    return redirect("dashboard:login")
+
+
+@require_http_methods(["GET"])
+def project_picker(request: HttpRequest) -> HttpResponse:
+    if not request.user.is_authenticated:
+        return redirect("dashboard:login")
+    projects = project_list_for_user(user=request.user)
+    return render(request, "dashboard/projects.html", {"projects": projects})
+
+
+@require_POST
+def project_select(request: HttpRequest, project_id: str) -> HttpResponse:
+    if not request.user.is_authenticated:
+        return redirect("dashboard:login")
+    if membership_for_project(user=request.user, project_id=project_id) is None:
+        raise Http404("No such project.")
+    request.session[SESSION_KEY] = project_id
+    return redirect("dashboard:agents")
+
+
+@project_required
+def agent_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "dashboard/agents.html", {})
+
+
+@project_required
+def settings_home(request: HttpRequest) -> HttpResponse:
+    return redirect("dashboard:api-keys")
+
+
+@project_required
+@require_http_methods(["GET", "POST"])
+def api_keys(request: HttpRequest) -> HttpResponse:
+    created_key = None
+    form = ApiKeyCreateForm(request.POST or None)
+    if request.method == "POST":
+        manager_required(request)
+        if form.is_valid():
+            _, created_key = services.api_key_create(
+                project=request.project, kind=form.cleaned_data["kind"], name=form.cleaned_data["name"]
+            )
+            form = ApiKeyCreateForm()
+    context = {"keys": api_key_list(project=request.project), "form": form, "created_key": created_key}
+    return render(request, "dashboard/api_keys.html", context)
+
+
+@project_required
+@require_POST
+def api_key_revoke(request: HttpRequest, key_id: str) -> HttpResponse:
+    manager_required(request)
+    try:
+        key = services.api_key_revoke(project=request.project, key_id=key_id)
+    except NotFound:
+        raise Http404("No such API key.") from None
+    if request.htmx:
+        return render(request, "dashboard/_api_key_row.html", {"key": key})
+    return redirect("dashboard:api-keys")

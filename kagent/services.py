@@ -1,0 +1,76 @@
+"""Writes for tenancy: organizations, projects, members, API keys."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from kagent.errors import NotFound
+from kagent.models import ApiKey, Membership, Organization, Project, User
+
+
+def api_key_create(*, project: Project, kind: str, name: str = "") -> tuple[ApiKey, str]:
+    """Creates a key and returns it with the raw key, which is never stored and never shown again."""
+    kind = ApiKey.Kind(kind)
+    raw = ApiKey.PREFIXES[kind] + secrets.token_urlsafe(32)
+    key = ApiKey.objects.create(
+        project=project,
+        kind=kind,
+        name=name[:200],
+        digest=ApiKey.digest_of(raw),
+        hint=f"{raw[:6]}…{raw[-4:]}",
+    )
+    return key, raw
+
+
+def api_key_revoke(*, project: Project, key_id: str) -> ApiKey:
+    key = ApiKey.objects.filter(project=project, pk=key_id).first()
+    if key is None:
+        raise NotFound("No such API key in this project.")
+    ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    key.refresh_from_db()
+    return key
+
+
+@transaction.atomic
+def bootstrap(
+    *, org_name: str, project_name: str, email: str, password: str, new_keys: bool = False
+) -> dict[str, Any]:
+    """Creates or reuses an organization, project and owner; creates keys when asked or when none is active.
+
+    Keys are stored hashed, so a key made by an earlier run can't be printed again: reused keys print as null.
+    """
+    organization, _ = Organization.objects.get_or_create(name=org_name)
+    project, _ = Project.objects.get_or_create(organization=organization, name=project_name)
+    email = email.strip().lower()
+    user = User.objects.filter(email=email).first()
+    if user is None:
+        user = User.objects.create_user(email, password)
+    elif not user.check_password(password):
+        user.set_password(password)
+        user.save(update_fields=["password"])
+    membership, created = Membership.objects.get_or_create(
+        organization=organization, user=user, defaults={"role": Membership.Role.OWNER}
+    )
+    if not created and membership.role != Membership.Role.OWNER:
+        membership.role = Membership.Role.OWNER
+        membership.save(update_fields=["role"])
+
+    raw_keys: dict[str, str | None] = {}
+    for kind in (ApiKey.Kind.SECRET, ApiKey.Kind.PUBLISHABLE):
+        active = ApiKey.objects.filter(project=project, kind=kind, revoked_at__isnull=True).exists()
+        if new_keys or not active:
+            _, raw_keys[kind] = api_key_create(project=project, kind=kind, name="bootstrap")
+        else:
+            raw_keys[kind] = None
+
+    return {
+        "organization": {"id": organization.id, "name": organization.name},
+        "project": {"id": project.id, "name": project.name},
+        "secret_key": raw_keys[ApiKey.Kind.SECRET],
+        "publishable_key": raw_keys[ApiKey.Kind.PUBLISHABLE],
+        "dashboard_user": {"email": user.email},
+    }

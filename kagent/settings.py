@@ -1,0 +1,254 @@
+"""Settings, all read from the environment (SPEC §2).
+
+With DATABASE_URL / REDIS_URL unset the project runs embedded: SQLite under var/ and kombu's filesystem://
+broker. With them set: PostgreSQL and Redis.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("KAGENT_VAR_DIR", BASE_DIR / "var"))
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, not {raw!r}")
+
+
+def _env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+DEBUG = _env_bool("DEBUG", False)
+
+
+def _secret_key() -> str:
+    key = os.environ.get("SECRET_KEY", "").strip()
+    if key:
+        return key
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is false")
+    # Development: one random key per checkout, kept under var/ so sessions survive restarts.
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")
+CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", "")
+
+
+def _encryption_keys() -> list[str]:
+    keys = _env_list("KAGENT_ENCRYPTION_KEYS", "")
+    for key in keys:
+        try:
+            raw = base64.urlsafe_b64decode(key.encode())
+        except ValueError as exc:
+            raise ImproperlyConfigured("KAGENT_ENCRYPTION_KEYS holds a key that is not url-safe base64") from exc
+        if len(raw) != 32:
+            raise ImproperlyConfigured("KAGENT_ENCRYPTION_KEYS keys must be 32 bytes (Fernet.generate_key())")
+    if keys:
+        return keys
+    if not DEBUG:
+        raise ImproperlyConfigured("KAGENT_ENCRYPTION_KEYS must be set when DEBUG is false")
+    # Development only: derive a stable key from SECRET_KEY.
+    derived = hashlib.sha256(b"kagent-encryption:" + SECRET_KEY.encode()).digest()
+    return [base64.urlsafe_b64encode(derived).decode()]
+
+
+KAGENT_ENCRYPTION_KEYS = _encryption_keys()
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "kagent.apps.KagentConfig",
+    "agents.apps.AgentsConfig",
+    "tools.apps.ToolsConfig",
+    "runs.apps.RunsConfig",
+    "dashboard.apps.DashboardConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "kagent.errors.ApiErrorMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "kagent.urls"
+WSGI_APPLICATION = "kagent.wsgi.application"
+AUTH_USER_MODEL = "kagent.User"
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/agents/"
+LOGOUT_REDIRECT_URL = "/login/"
+APPEND_SLASH = True
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "dashboard.context.current_project",
+            ],
+        },
+    }
+]
+
+# --- Database -------------------------------------------------------------------------------------
+DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
+_SQLITE_OPTIONS = {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+        DATABASES["default"]["OPTIONS"] = dict(_SQLITE_OPTIONS)
+else:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(VAR_DIR / "kagent.sqlite3"),
+            "OPTIONS": dict(_SQLITE_OPTIONS),
+            # A file, not memory, so a worker process started by a test sees the test database.
+            "TEST": {"NAME": str(VAR_DIR / "test_kagent.sqlite3")},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Broker and cache -----------------------------------------------------------------------------
+REDIS_URL = os.environ.get("REDIS_URL", "").strip()
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": 3600}
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    _broker_dir = VAR_DIR / "broker"
+    (_broker_dir / "processed").mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir),
+        "data_folder_out": str(_broker_dir),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": str(VAR_DIR / "cache")}
+    }
+
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("KAGENT_CELERY_QUEUE", "kagent")
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = "UTC"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE: dict = {}
+
+# --- Model endpoint of the operator (trusted configuration, not a tenant URL) -------------------
+KAGENT_LLM_BASE_URL = os.environ.get("KAGENT_LLM_BASE_URL", "").strip()
+KAGENT_LLM_API_KEY = os.environ.get("KAGENT_LLM_API_KEY", "").strip()
+KAGENT_LLM_MODEL = os.environ.get("KAGENT_LLM_MODEL", "").strip()
+
+# --- Egress (the hardened outbound client) -------------------------------------------------------
+# Test-only: CIDRs exempt from the deny list, an extra CA bundle, curl-style --resolve entries.
+KAGENT_EGRESS_ALLOW_NETWORKS = [n for n in os.environ.get("KAGENT_EGRESS_ALLOW_NETWORKS", "").replace(",", " ").split()]
+KAGENT_EGRESS_CA_BUNDLE = os.environ.get("KAGENT_EGRESS_CA_BUNDLE", "").strip()
+KAGENT_EGRESS_RESOLVE = os.environ.get("KAGENT_EGRESS_RESOLVE", "").strip()
+# The service's own hosts: never reachable through the outbound client.
+KAGENT_OWN_HOSTS = _env_list("KAGENT_OWN_HOSTS", "")
+
+# --- i18n, static ----------------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "/static/"
+STATIC_ROOT = VAR_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", not DEBUG and _env_bool("KAGENT_HTTPS", False))
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# --- REST framework --------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["kagent.auth.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["kagent.auth.SecretKeyRequired"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "kagent.errors.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "K-Agent API",
+    "DESCRIPTION": "Control plane for customer-service AI agents.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SCHEMA_PATH_PREFIX": "/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "APPEND_COMPONENTS": {
+        "securitySchemes": {"ApiKey": {"type": "http", "scheme": "bearer", "description": "ka_sk_… or ka_pk_…"}}
+    },
+    "SECURITY": [{"ApiKey": []}],
+}
+
+# --- Logging ---------------------------------------------------------------------------------------
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").upper()
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}
