@@ -550,7 +550,7 @@ def with_rules(description: str, rules: str | None) -> str:
 
 
 def model_description(tool: BuiltinTool, rules: str | None) -> str:
-    """What the model reads for `tool`: its description and the grant's rules under "{RULES_HEADING}"."""
+    """What the model reads for `tool`: its description, then the grant's rules under `RULES_HEADING`."""
     return with_rules(tool.description, rules)
 
 
