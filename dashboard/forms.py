@@ -7,7 +7,9 @@ from kagent.models import ApiKey
 
 
 class EmailLoginForm(AuthenticationForm):
-    username = forms.EmailField(label="Email", widget=forms.EmailInput(attrs={"autofocus": True, "autocomplete": "email"}))
+    username = forms.EmailField(
+        label="Email", widget=forms.EmailInput(attrs={"autofocus": True, "autocomplete": "email"})
+    )
 
 
 class ApiKeyCreateForm(forms.Form):

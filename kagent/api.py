@@ -74,3 +74,13 @@ def paginate(request: Request, queryset: QuerySet[M], render: Callable[[M], dict
 
 def render_list(items: Iterable[M], render: Callable[[M], dict[str, Any]]) -> dict[str, Any]:
     return {"data": [render(item) for item in items], "next": None}
+
+
+def request_object(request: Request, *, allow_empty: bool = False) -> dict[str, Any]:
+    """The JSON body, which must be an object."""
+    data = request.data
+    if not data and allow_empty:
+        return {}
+    if not isinstance(data, dict) or hasattr(data, "getlist"):
+        raise ApiError("invalid_request", "The request body must be a JSON object (Content-Type: application/json).")
+    return data

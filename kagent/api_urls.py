@@ -2,7 +2,15 @@
 
 from django.urls import include, path
 
+from kagent import apis
+
 urlpatterns = [
+    path("secrets", apis.SecretListApi.as_view()),
+    path("secrets/<str:name>", apis.SecretDetailApi.as_view()),
+    path("tool_signing_secret", apis.ToolSigningSecretApi.as_view()),
+    path("tool_signing_secret/rotate", apis.ToolSigningSecretRotateApi.as_view()),
+    path("end_user_secret", apis.EndUserSecretApi.as_view()),
+    path("end_user_secret/rotate", apis.EndUserSecretRotateApi.as_view()),
     path("", include("agents.urls")),
     path("", include("tools.urls")),
     path("", include("runs.urls")),

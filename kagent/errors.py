@@ -1,6 +1,6 @@
 """One error type for services and one place that turns every error into the error JSON of SPEC §4:
 
-    {"error": {"code": "...", "message": "...", "details": ...}}
+{"error": {"code": "...", "message": "...", "details": ...}}
 """
 
 from __future__ import annotations

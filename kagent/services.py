@@ -36,9 +36,7 @@ def api_key_revoke(*, project: Project, key_id: str) -> ApiKey:
 
 
 @transaction.atomic
-def bootstrap(
-    *, org_name: str, project_name: str, email: str, password: str, new_keys: bool = False
-) -> dict[str, Any]:
+def bootstrap(*, org_name: str, project_name: str, email: str, password: str, new_keys: bool = False) -> dict[str, Any]:
     """Creates or reuses an organization, project and owner; creates keys when asked or when none is active.
 
     Keys are stored hashed, so a key made by an earlier run can't be printed again: reused keys print as null.

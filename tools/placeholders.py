@@ -57,9 +57,7 @@ def _parse_one(inner: str, raw: str, start: int, end: int) -> Placeholder:
             return Placeholder(raw, root, "external_id", start, end)
         if len(parts) == 3 and parts[1] == "traits" and TRAIT_KEY_RE.match(parts[2]):
             return Placeholder(raw, root, parts[2], start, end)
-        raise PlaceholderError(
-            "unknown_placeholder", f"{raw}: end_user offers only external_id and traits.<key>"
-        )
+        raise PlaceholderError("unknown_placeholder", f"{raw}: end_user offers only external_id and traits.<key>")
     if len(parts) != 2:
         raise PlaceholderError("invalid_template", f"{raw}: {root} placeholders have exactly one name")
     name = parts[1]

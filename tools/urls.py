@@ -1,1 +1,8 @@
-urlpatterns: list = []
+from django.urls import path
+
+from tools import apis
+
+urlpatterns = [
+    path("tools", apis.ToolListCreateApi.as_view()),
+    path("tools/<str:name>", apis.ToolDetailApi.as_view()),
+]

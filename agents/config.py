@@ -1,0 +1,222 @@
+"""The agent's draft `config`: its JSON Schema (published in the OpenAPI document) and the checks a schema can't
+express (name conflicts, time zones, client tool parameter schemas)."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import zoneinfo
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from kagent.errors import Unprocessable
+from kagent.validation import make_validator, schema_errors
+from tools.builtins import BUILTIN_NAMES
+
+RULES_MAX = 4000
+SECRET_NAME_PATTERN = "^[A-Z][A-Z0-9_]{0,63}$"
+
+AGENT_CONFIG_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "AgentConfig",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "instructions": {"type": "string", "maxLength": 20000},
+        "model": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["provider"],
+            "properties": {
+                "provider": {"enum": ["openai_compatible", "anthropic", "demo"]},
+                "name": {"type": "string", "maxLength": 200},
+                "base_url": {"type": "string", "pattern": "^https://", "maxLength": 2048},
+                "api_key_secret": {"type": "string", "pattern": SECRET_NAME_PATTERN},
+                "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+                "max_output_tokens": {"type": "integer", "minimum": 1, "maximum": 32000},
+            },
+            "dependentRequired": {"base_url": ["api_key_secret"]},
+        },
+        "variables": {
+            "type": "object",
+            "maxProperties": 50,
+            "propertyNames": {"pattern": "^[a-z][a-z0-9_]{0,63}$"},
+            "additionalProperties": {"type": "string", "maxLength": 1000},
+        },
+        "tools": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "enabled": {"type": "boolean"},
+                "max_tool_rounds": {"type": "integer", "minimum": 1, "maximum": 5},
+                "allow_anonymous_actions": {"type": "boolean"},
+                "builtin": {
+                    "type": "object",
+                    "propertyNames": {"enum": sorted(BUILTIN_NAMES)},
+                    "additionalProperties": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "enabled": {"type": "boolean"},
+                            "rules": {"type": "string", "maxLength": RULES_MAX},
+                        },
+                    },
+                },
+                "http": {
+                    "type": "array",
+                    "maxItems": 32,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["tool"],
+                        "properties": {
+                            "tool": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,29}$"},
+                            "enabled": {"type": "boolean"},
+                            "rules": {"type": "string", "maxLength": RULES_MAX},
+                        },
+                    },
+                },
+                "client": {
+                    "type": "array",
+                    "maxItems": 32,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["name", "description"],
+                        "properties": {
+                            "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,47}$"},
+                            "description": {"type": "string", "minLength": 1, "maxLength": 1000},
+                            "parameters": {"type": "object"},
+                            "effect": {"enum": ["read", "action"]},
+                            "rules": {"type": "string", "maxLength": RULES_MAX},
+                        },
+                    },
+                },
+            },
+        },
+        "business_hours": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["timezone"],
+            "properties": {
+                "timezone": {"type": "string", "maxLength": 64},
+                "weekly": {
+                    "type": "array",
+                    "maxItems": 50,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["day", "open", "close"],
+                        "properties": {
+                            "day": {"enum": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]},
+                            "open": {"type": "string", "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9]$"},
+                            "close": {"type": "string", "pattern": "^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$"},
+                        },
+                    },
+                },
+                "closed_dates": {
+                    "type": "array",
+                    "maxItems": 366,
+                    "items": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
+                },
+            },
+        },
+    },
+}
+
+CONFIG_VALIDATOR = make_validator(AGENT_CONFIG_SCHEMA)
+
+DEFAULT_CONFIG: dict[str, Any] = {
+    "instructions": "",
+    "model": {"provider": "demo"},
+    "variables": {},
+    "tools": {
+        "enabled": True,
+        "max_tool_rounds": 3,
+        "allow_anonymous_actions": False,
+        "builtin": {},
+        "http": [],
+        "client": [],
+    },
+}
+
+
+def _invalid(path: str, message: str) -> Unprocessable:
+    return Unprocessable("invalid_config", f"{path}: {message}", details=[{"path": path, "message": message}])
+
+
+def _conflict(path: str, message: str) -> Unprocessable:
+    return Unprocessable("tool_name_conflict", message, details=[{"path": path, "message": message}])
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7396 JSON merge patch: objects merge, null removes a key, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def validate_config(config: Any) -> dict[str, Any]:
+    """Validates a whole draft config and returns it with defaults filled in. Raises Unprocessable."""
+    if not isinstance(config, dict):
+        raise _invalid("$", "config must be a JSON object")
+    errors = schema_errors(CONFIG_VALIDATOR, config)
+    if errors:
+        raise Unprocessable("invalid_config", f"{errors[0]['path']}: {errors[0]['message']}", details=errors)
+
+    out = merge_patch(DEFAULT_CONFIG, config)
+    tools = out["tools"]
+    for index, client in enumerate(tools["client"]):
+        client.setdefault("effect", "action")  # seed: a client tool's effect defaults to action
+        client.setdefault("rules", "")
+        params = client.setdefault("parameters", {"type": "object", "properties": {}, "additionalProperties": False})
+        path = f"$.tools.client[{index}].parameters"
+        if params.get("type") != "object":
+            raise _invalid(path, "parameters is a JSON Schema of type object")
+        try:
+            Draft202012Validator.check_schema(params)
+        except SchemaError as exc:
+            raise _invalid(path, f"not a valid JSON Schema: {exc.message[:200]}") from None
+    for grant in tools["http"]:
+        grant.setdefault("enabled", True)
+        grant.setdefault("rules", "")
+
+    seen: dict[str, str] = {}
+    for index, grant in enumerate(tools["http"]):
+        name, path = grant["tool"], f"$.tools.http[{index}].tool"
+        if name in BUILTIN_NAMES:
+            raise _conflict(path, f"{name} is the name of a built-in tool.")
+        if name in seen:
+            raise _conflict(path, f"{name} is granted twice.")
+        seen[name] = path
+    for index, client in enumerate(tools["client"]):
+        name, path = client["name"], f"$.tools.client[{index}].name"
+        if name in BUILTIN_NAMES:
+            raise _conflict(path, f"{name} is the name of a built-in tool.")
+        if name in seen:
+            raise _conflict(path, f"{name} is already the name of another tool of this agent.")
+        seen[name] = path
+
+    hours = out.get("business_hours")
+    if hours is not None:
+        try:
+            zoneinfo.ZoneInfo(hours["timezone"])
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise _invalid("$.business_hours.timezone", "not a known IANA time zone, like Asia/Riyadh") from None
+        for index, interval in enumerate(hours.get("weekly", [])):
+            if interval["close"] <= interval["open"]:
+                raise _invalid(f"$.business_hours.weekly[{index}]", "close must be after open")
+        for index, day in enumerate(hours.get("closed_dates", [])):
+            try:
+                datetime.date.fromisoformat(day)
+            except ValueError:
+                raise _invalid(f"$.business_hours.closed_dates[{index}]", "not a calendar date") from None
+    return out

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from agents.models import Agent, AgentVersion
+from kagent.errors import NotFound
+from kagent.models import Project
+
+
+def agent_list(*, project: Project) -> QuerySet[Agent]:
+    return Agent.objects.filter(project=project, deleted_at__isnull=True)
+
+
+def agent_get(*, project: Project, agent_id: str) -> Agent:
+    agent = agent_list(project=project).filter(pk=agent_id).first()
+    if agent is None:
+        raise NotFound("No agent with that id in this project.")
+    return agent
+
+
+def version_list(*, agent: Agent) -> QuerySet[AgentVersion]:
+    return AgentVersion.objects.filter(agent=agent, project=agent.project)
+
+
+def version_get(*, agent: Agent, number: int) -> AgentVersion:
+    version = version_list(agent=agent).filter(number=number).first()
+    if version is None:
+        raise NotFound("This agent has no version with that number.")
+    return version

@@ -1,0 +1,67 @@
+"""Hand-written OpenAPI components: the API's objects are rendered by plain functions, not serializers, so their
+schemas are declared here beside them (and the agent config's JSON Schema is published as is)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+
+_COMPONENTS: dict[str, dict[str, Any]] = {}
+
+
+def component(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """Registers a schema under components/schemas and returns a $ref to it."""
+    _COMPONENTS[name] = {key: value for key, value in schema.items() if key != "$schema"}
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def list_of(ref: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    return {
+        200: {
+            "type": "object",
+            "required": ["data", "next"],
+            "properties": {"data": {"type": "array", "items": ref}, "next": {"type": ["string", "null"]}},
+        }
+    }
+
+
+def json_body(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {"application/json": schema}
+
+
+ERROR = component(
+    "Error",
+    {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {"code": {"type": "string"}, "message": {"type": "string"}, "details": {}},
+            }
+        },
+    },
+)
+
+TIMESTAMP = {"type": "integer", "description": "Unix seconds"}
+NULLABLE_TIMESTAMP = {"type": ["integer", "null"], "description": "Unix seconds"}
+
+
+def add_components(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook."""
+    result.setdefault("components", {}).setdefault("schemas", {}).update(_COMPONENTS)
+    return result
+
+
+class ApiKeyScheme(OpenApiAuthenticationExtension):
+    target_class = "kagent.auth.ApiKeyAuthentication"
+    name = "ApiKey"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A secret key (ka_sk_…) or, for sessions and runs only, a publishable key (ka_pk_…).",
+        }

@@ -1,0 +1,71 @@
+"""The settings switch between the embedded default (SQLite + file broker) and PostgreSQL + Redis."""
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+PROBE = (
+    "import django, json; django.setup(); from django.conf import settings as s; from kagent.celery import app;"
+    "print(json.dumps({'engine': s.DATABASES['default']['ENGINE'], 'name': str(s.DATABASES['default']['NAME']),"
+    "'broker': app.conf.broker_url, 'cache': s.CACHES['default']['BACKEND'], 'debug': s.DEBUG}))"
+)
+
+
+def probe(env: dict[str, str]) -> subprocess.CompletedProcess:
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL", "DEBUG", "SECRET_KEY", "KAGENT_ENCRYPTION_KEYS"}
+    }
+    base.update(env, DJANGO_SETTINGS_MODULE="kagent.settings", KAGENT_VAR_DIR=str(ROOT / "var" / "probe"))
+    return subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=base, capture_output=True, text=True, timeout=60)
+
+
+def test_embedded_default_without_database_and_redis_urls():
+    result = probe({"DEBUG": "true"})
+    assert result.returncode == 0, result.stderr
+    got = json.loads(result.stdout)
+    assert got["engine"] == "django.db.backends.sqlite3"
+    assert got["name"].endswith("var/probe/kagent.sqlite3")
+    assert got["broker"].startswith("filesystem://")
+    assert got["cache"].endswith("FileBasedCache")
+
+
+def test_postgres_and_redis_when_urls_are_set():
+    result = probe(
+        {
+            "DEBUG": "true",
+            "DATABASE_URL": "postgres://u:p@db.internal:5433/kagent",
+            "REDIS_URL": "redis://cache.internal:6380/2",
+        }
+    )
+    assert result.returncode == 0, result.stderr
+    got = json.loads(result.stdout)
+    assert got["engine"] == "django.db.backends.postgresql"
+    assert got["name"] == "kagent"
+    assert got["broker"] == "redis://cache.internal:6380/2"
+    assert got["cache"].endswith("RedisCache")
+
+
+def test_production_refuses_to_start_without_secrets():
+    result = probe({"DEBUG": "false"})
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set" in result.stderr
+    result = probe({"DEBUG": "false", "SECRET_KEY": "x" * 50})
+    assert result.returncode != 0
+    assert "KAGENT_ENCRYPTION_KEYS must be set" in result.stderr
+
+
+def test_malformed_encryption_key_is_refused():
+    result = probe({"DEBUG": "true", "KAGENT_ENCRYPTION_KEYS": "c2hvcnQ="})
+    assert result.returncode != 0
+    assert "32 bytes" in result.stderr
+
+
+def test_bad_boolean_is_refused_not_guessed():
+    result = probe({"DEBUG": "maybe"})
+    assert result.returncode != 0
+    assert "DEBUG must be true or false" in result.stderr

@@ -1,0 +1,39 @@
+"""HTTP tool definitions (`tool_…`): validated on write, copied into each published agent version."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from kagent.ids import PrefixedIdField
+from kagent.models import Project
+
+
+class HttpTool(models.Model):
+    class Effect(models.TextChoices):
+        READ = "read"
+        ACTION = "action"
+
+    id = PrefixedIdField(prefix="tool")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="http_tools")
+    name = models.CharField(max_length=30)
+    description = models.CharField(max_length=1000)
+    effect = models.CharField(max_length=10, choices=Effect.choices)
+    requires_verified_user = models.BooleanField(default=False)
+    config = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="http_tool_name_unique_in_project")]
+
+    def definition(self) -> dict:
+        """The tool as the run engine uses it, and as it is copied into a published version."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "description": self.description,
+            "effect": self.effect,
+            "requires_verified_user": self.requires_verified_user,
+            "config": self.config,
+        }
