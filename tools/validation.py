@@ -185,6 +185,7 @@ def split_url(url: str) -> UrlParts:
     if port_text is not None and (port_text.startswith("0") or int(port_text) not in ALLOWED_PORTS):
         raise _refuse("invalid_url", "The port must be 443 or 8443.", "$.config.url")
     rest = match.group("rest")
+    _parse_template(rest, "$.config.url")  # a malformed placeholder is named as such before other URL rules
     if "#" in rest:
         raise _refuse("invalid_url", "The URL may not hold a fragment (#).", "$.config.url")
     if any(ch.isspace() or ord(ch) < 0x20 or ch == "\\" for ch in rest):
