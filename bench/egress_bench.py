@@ -1,0 +1,151 @@
+"""Benchmark: the hardened outbound client against plain httpx, same loopback TLS server, same run.
+
+    .venv/bin/python bench/egress_bench.py [--requests 300] [--rounds 15]
+
+The server (tests/egress/upstream.py) runs in its own process on 127.0.0.2:8443 with a `trustme` certificate.
+Both clients keep their connection alive between requests (connections reused in both). Rounds alternate between
+the clients so drift hits both alike; each round's median per-request latency is compared, and the median of those
+ratios is printed. Target: hardened / plain <= 1.10.
+
+Two hardened variants are timed: the client itself (`recorder=None`: URL checks, the guarded backend, deadline
+enforcement, bounded decoding), and the client as production runs it, writing one EgressEvent row per call into a
+migrated SQLite database in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _setup_django(tmp: Path) -> None:
+    os.environ.setdefault("DEBUG", "false")
+    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
+    os.environ.setdefault("KAGENT_ENCRYPTION_KEYS", "a2tra2tra2tra2tra2tra2tra2tra2tra2tra2tra2s=")
+    os.environ["DATABASE_URL"] = f"sqlite:///{tmp / 'bench.sqlite3'}"
+    os.environ["KAGENT_VAR_DIR"] = str(tmp / "var")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kagent.settings")
+    os.environ["LOG_LEVEL"] = "WARNING"
+    sys.path.insert(0, str(ROOT))
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+
+
+def _time_round(call: Callable[[], None], n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        start = time.perf_counter()
+        call()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=300, help="requests per client per round")
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        sys.path.insert(0, str(ROOT / "tests" / "egress"))
+        import upstream
+
+        ca_file = upstream.write_certs(tmp / "certs", "tools.test", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
+        server = subprocess.Popen(  # noqa: S603
+            [sys.executable, str(ROOT / "tests" / "egress" / "upstream.py"), "--cert-dir", str(tmp / "certs")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None
+            ready = server.stdout.readline().split()
+            if not ready or ready[0] != "ready":
+                raise SystemExit("the benchmark server did not start")
+            host = ready[1]
+            _setup_django(tmp)
+
+            import httpx
+            from django.conf import settings
+
+            from kagent.egress import EgressClient, record_event_db
+
+            settings.KAGENT_EGRESS_ALLOW_NETWORKS = [f"{host}/32"]
+            settings.KAGENT_EGRESS_CA_BUNDLE = str(ca_file)
+            settings.KAGENT_EGRESS_RESOLVE = f"tools.test:8443:{host}"
+            url = "https://tools.test:8443/bench?q=1"
+
+            context = ssl.create_default_context(cafile=str(ca_file))
+            plain_client = httpx.Client(verify=context, trust_env=False)
+            plain_url = f"https://{host}:8443/bench?q=1"
+            hardened = EgressClient(recorder=None)
+            logged = EgressClient(recorder=record_event_db)
+            headers = {"Content-Type": "application/json"}
+
+            def plain() -> None:
+                response = plain_client.get(plain_url, headers=headers)
+                assert response.status_code == 200 and response.content
+
+            def guarded() -> None:
+                response = hardened.request(
+                    project_id=None, purpose="bench", method="GET", url=url, headers=headers, body=None,
+                    timeout_ms=5000,
+                )
+                assert response.status == 200 and response.body
+
+            def guarded_logged() -> None:
+                response = logged.request(
+                    project_id=None, purpose="bench", method="GET", url=url, headers=headers, body=None,
+                    timeout_ms=5000,
+                )
+                assert response.status == 200 and response.body
+
+            for call in (plain, guarded, guarded_logged):  # warm up: connections open, code paths hot
+                _time_round(call, 50)
+
+            ratios, ratios_logged = [], []
+            all_plain, all_guarded, all_logged = [], [], []
+            for _ in range(args.rounds):
+                p = _time_round(plain, args.requests)
+                g = _time_round(guarded, args.requests)
+                lg = _time_round(guarded_logged, args.requests)
+                ratios.append(statistics.median(g) / statistics.median(p))
+                ratios_logged.append(statistics.median(lg) / statistics.median(p))
+                all_plain += p
+                all_guarded += g
+                all_logged += lg
+
+            def us(values: list[float]) -> str:
+                return f"{statistics.median(values) * 1e6:.0f} µs"
+
+            print(f"requests: {args.rounds} rounds x {args.requests} per client, loopback TLS, keep-alive")
+            print(f"plain httpx median latency:              {us(all_plain)}")
+            print(f"hardened client median latency:          {us(all_guarded)}")
+            print(f"hardened + EgressEvent row (SQLite):     {us(all_logged)}")
+            print(f"median ratio hardened/plain:             {statistics.median(ratios):.3f}  (target <= 1.10)")
+            print(f"median ratio hardened+log/plain:         {statistics.median(ratios_logged):.3f}")
+            plain_client.close()
+            hardened.close()
+            logged.close()
+        finally:
+            if server.stdin:
+                server.stdin.close()
+            server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
