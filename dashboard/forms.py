@@ -11,6 +11,10 @@ class EmailLoginForm(AuthenticationForm):
         label="Email", widget=forms.EmailInput(attrs={"autofocus": True, "autocomplete": "email"})
     )
 
+    def clean_username(self) -> str:
+        # Emails are stored lowercased (UserManager.create_user); "Alice@Example.com" is the same user.
+        return self.cleaned_data["username"].strip().lower()
+
 
 class ApiKeyCreateForm(forms.Form):
     kind = forms.ChoiceField(choices=ApiKey.Kind.choices, initial=ApiKey.Kind.SECRET)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from django.contrib.auth import logout
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from agents.selectors import agent_list as agents_of_project
 from dashboard.access import SESSION_KEY, manager_required, project_required
 from dashboard.forms import ApiKeyCreateForm, EmailLoginForm
 from kagent import services
@@ -33,18 +36,16 @@ def logout_view(request: HttpRequest) -> HttpResponse:
     return redirect("dashboard:login")
 
 
-@require_http_methods(["GET"])
+@login_required
+@require_GET
 def project_picker(request: HttpRequest) -> HttpResponse:
-    if not request.user.is_authenticated:
-        return redirect("dashboard:login")
     projects = project_list_for_user(user=request.user)
     return render(request, "dashboard/projects.html", {"projects": projects})
 
 
+@login_required
 @require_POST
 def project_select(request: HttpRequest, project_id: str) -> HttpResponse:
-    if not request.user.is_authenticated:
-        return redirect("dashboard:login")
     if membership_for_project(user=request.user, project_id=project_id) is None:
         raise Http404("No such project.")
     request.session[SESSION_KEY] = project_id
@@ -52,8 +53,10 @@ def project_select(request: HttpRequest, project_id: str) -> HttpResponse:
 
 
 @project_required
+@require_GET
 def agent_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "dashboard/agents.html", {})
+    agents = agents_of_project(project=request.project).order_by("name")  # type: ignore[attr-defined]
+    return render(request, "dashboard/agents.html", {"agents": agents})
 
 
 @project_required
@@ -61,19 +64,27 @@ def settings_home(request: HttpRequest) -> HttpResponse:
     return redirect("dashboard:api-keys")
 
 
+# never_cache: the page that reveals a new key must not be kept by the browser or a proxy.
+@never_cache
 @project_required
 @require_http_methods(["GET", "POST"])
 def api_keys(request: HttpRequest) -> HttpResponse:
     created_key = None
-    form = ApiKeyCreateForm(request.POST or None)
+    form = ApiKeyCreateForm(request.POST if request.method == "POST" else None)
     if request.method == "POST":
         manager_required(request)
         if form.is_valid():
             _, created_key = services.api_key_create(
-                project=request.project, kind=form.cleaned_data["kind"], name=form.cleaned_data["name"]
+                project=request.project,  # type: ignore[attr-defined]
+                kind=form.cleaned_data["kind"],
+                name=form.cleaned_data["name"],
             )
             form = ApiKeyCreateForm()
-    context = {"keys": api_key_list(project=request.project), "form": form, "created_key": created_key}
+    context = {
+        "keys": api_key_list(project=request.project),  # type: ignore[attr-defined]
+        "form": form,
+        "created_key": created_key,
+    }
     return render(request, "dashboard/api_keys.html", context)
 
 
@@ -82,9 +93,9 @@ def api_keys(request: HttpRequest) -> HttpResponse:
 def api_key_revoke(request: HttpRequest, key_id: str) -> HttpResponse:
     manager_required(request)
     try:
-        key = services.api_key_revoke(project=request.project, key_id=key_id)
+        key = services.api_key_revoke(project=request.project, key_id=key_id)  # type: ignore[attr-defined]
     except NotFound:
         raise Http404("No such API key.") from None
-    if request.htmx:
+    if request.htmx:  # type: ignore[attr-defined]
         return render(request, "dashboard/_api_key_row.html", {"key": key})
     return redirect("dashboard:api-keys")
