@@ -212,7 +212,7 @@ def url_check(url: str) -> TargetUrl:
         port = ALLOWED_PORTS[after[1:]]
     else:
         port = 443
-    host, _ = _check_host(raw_host)
+    host, literal = _check_host(raw_host)
     path = tail.split("?", 1)[0] or "/"
     if not path.startswith("/"):
         raise _refuse_url("malformed path")
@@ -224,9 +224,16 @@ def url_check(url: str) -> TargetUrl:
         raise _refuse_url("the URL does not parse") from exc
     # What httpx will actually use must be exactly what was checked above.
     expected_port = None if port == 443 else port
+    try:
+        if literal is None or literal.version == 4:
+            same_host = parsed.host == host
+        else:
+            same_host = ipaddress.ip_address(parsed.host) == literal
+    except ValueError:
+        same_host = False
     if (
         parsed.scheme != "https"
-        or parsed.host != host
+        or not same_host
         or parsed.port != expected_port
         or parsed.userinfo
         or parsed.fragment

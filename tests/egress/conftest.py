@@ -9,18 +9,14 @@
 from __future__ import annotations
 
 import base64
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from upstream import Upstream, bind_upstream, server_context, write_certs  # noqa: E402
-
-from kagent.egress import EgressClient  # noqa: E402
+from kagent.egress import EgressClient
+from tests.egress.upstream import Upstream, bind_upstream, server_context, write_certs
 
 # Two tool signing secrets, as during a rotation: newest first.
 SIGNING_SECRET_NEW = "whsec_" + base64.b64encode(b"k-agent test signing secret new!").decode()

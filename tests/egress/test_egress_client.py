@@ -8,11 +8,11 @@ from typing import Any
 
 import httpx
 import pytest
-from upstream import Upstream
 
 from kagent import egress
 from kagent.egress import EgressClient, EgressError, get_client
 from kagent.models import EgressEvent
+from tests.egress.upstream import Upstream
 
 pytestmark = pytest.mark.django_db
 
@@ -103,7 +103,8 @@ def test_cookies_never_travel_between_calls(client, base_url, upstream):
 
 def test_body_and_methods(client, base_url, upstream):
     body = json.dumps({"note": "مرحبا"}).encode()
-    response = call(client, f"{base_url}/echo/p", method="post", body=body, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    response = call(client, f"{base_url}/echo/p", method="post", body=body, headers=headers)
     assert json.loads(response.body)["method"] == "POST"
     assert upstream.received[-1].body == body
     assert refused(client, f"{base_url}/echo", method="TRACE").code == "invalid_request"
