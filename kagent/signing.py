@@ -28,7 +28,9 @@ def _webhook(secret: str) -> Webhook:
     if not isinstance(secret, str) or not secret.startswith("whsec_"):
         raise SigningError("invalid_signing_secret", "signing secrets look like whsec_<base64>")
     try:
-        base64.b64decode(secret[len("whsec_") :] + "==", validate=True)
+        encoded = secret[len("whsec_") :].rstrip("=")
+        if not base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True):
+            raise ValueError("empty secret")
         return Webhook(secret)
     except Exception as exc:  # noqa: BLE001 - binascii.Error, EmptyWebhookSecretError (a bare Exception)...
         raise SigningError("invalid_signing_secret", "the signing secret is not valid base64") from exc

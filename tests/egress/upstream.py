@@ -7,7 +7,7 @@ Behaviours by path (any method):
   /echo/...            200, JSON of what was received (method, path, query, headers, body)
   /status/NNN          status NNN with a small JSON body
   /redirect?to=URL     302 to URL
-  /respond/NAME        whatever a test registered with `Upstream.respond(NAME, ...)`
+  /respond/NAME[/...]  whatever a test registered with `Upstream.respond(NAME, ...)`
   /big-cl              Content-Length: 2 MiB, then the bytes
   /big-chunked         chunked, 2 MiB in 64 KiB chunks, no Content-Length
   /exact-limit         exactly 1 MiB (allowed)
@@ -105,7 +105,7 @@ class _Handler(BaseHTTPRequestHandler):
             target = parse_qs(urlsplit(path).query).get("to", ["https://127.0.0.1:8443/"])[0]
             self._send(302, b"", {"Location": target})
         elif route.startswith("/respond/"):
-            canned = upstream.canned.get(route.split("/", 2)[2], Canned(404, b'{"error": "not registered"}'))
+            canned = upstream.canned.get(route.split("/")[2], Canned(404, b'{"error": "not registered"}'))
             self._send(canned.status, canned.body, canned.headers)
         elif route == "/big-cl":
             self.send_response(200)
