@@ -38,8 +38,8 @@ def main() -> int:
         nonlocal stopping
         stopping = True
 
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop)
     failed = None
     while not stopping:
         for name, proc in procs.items():
@@ -49,6 +49,8 @@ def main() -> int:
                 break
         time.sleep(0.3)
 
+    # SIGTERM to each main process (a Celery worker then stops its pool itself: warm shutdown), then, after a
+    # grace period, SIGKILL to whatever is left of each process group, pool children included: nothing outlives us.
     for proc in procs.values():
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -57,7 +59,13 @@ def main() -> int:
         try:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            proc.kill()
+            pass
+    for proc in procs.values():
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
     if failed:
         print(f"K-Agent: {failed} exited with status {procs[failed].returncode}; stopped the others.", file=sys.stderr)
         return 1
