@@ -45,3 +45,23 @@ class AgentVersion(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["agent", "number"], name="agent_version_number_unique")]
+
+
+class KnowledgeSource(models.Model):
+    """Text the agent can search with `search_knowledge` (for an agent, or for the whole project when agent is null)."""
+
+    class Kind(models.TextChoices):
+        TEXT = "text"
+        API = "api"
+
+    id = PrefixedIdField(prefix="ks")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="knowledge_sources")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, null=True, blank=True, related_name="knowledge")
+    title = models.CharField(max_length=200)
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.TEXT)
+    content = models.TextField(blank=True)
+    url = models.CharField(max_length=2048, blank=True)
+    response = models.JSONField(default=dict)
+    searchable = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)

@@ -185,7 +185,7 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE: dict = {}
+
 
 # --- Model endpoint of the operator (trusted configuration, not a tenant URL) -------------------
 KAGENT_LLM_BASE_URL = os.environ.get("KAGENT_LLM_BASE_URL", "").strip()
@@ -254,4 +254,12 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "INFO"}},
+}
+
+# --- Run engine ------------------------------------------------------------------------------------
+# A worker holds a run for this long after its last step; a run whose lease expired is picked up again.
+KAGENT_RUN_LEASE_SECONDS = int(os.environ.get("KAGENT_RUN_LEASE_SECONDS", "120"))
+KAGENT_SWEEP_SECONDS = float(os.environ.get("KAGENT_SWEEP_SECONDS", "10"))
+CELERY_BEAT_SCHEDULE = {
+    "runs-sweep": {"task": "runs.sweep", "schedule": KAGENT_SWEEP_SECONDS},
 }

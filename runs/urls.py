@@ -1,1 +1,14 @@
-urlpatterns: list = []
+from django.urls import path
+
+from runs import apis
+
+urlpatterns = [
+    path("sessions", apis.SessionCreateApi.as_view()),
+    path("sessions/<str:session_id>", apis.SessionDetailApi.as_view()),
+    path("sessions/<str:session_id>/messages", apis.SessionMessagesApi.as_view()),
+    path("runs", apis.RunCreateApi.as_view()),
+    path("runs/<str:run_id>", apis.RunDetailApi.as_view()),
+    path("runs/<str:run_id>/steps", apis.RunStepsApi.as_view()),
+    path("runs/<str:run_id>/submit_tool_outputs", apis.RunSubmitToolOutputsApi.as_view()),
+    path("runs/<str:run_id>/cancel", apis.RunCancelApi.as_view()),
+]

@@ -22,6 +22,8 @@ from kagent.services import api_key_create
 
 ROOT = Path(__file__).resolve().parent.parent
 
+pytest_plugins = ["tests.fakes.conftest_plugin"]
+
 
 @dataclass
 class Tenant:

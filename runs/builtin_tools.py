@@ -1,0 +1,124 @@
+"""Running the built-in tools. Each returns exactly what the model is shown; each is idempotent per tool call id, so
+a retry after a crash finds the ticket or handoff it already made instead of making a second one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from agents.models import KnowledgeSource
+from runs.models import Handoff, Run, Ticket, TicketCounter, ToolCall
+from tools.arabic import normalize_arabic
+from tools.shaping import DATA_NOTICE, clean_value
+
+SEARCH_RESULTS = 3
+SNIPPET_CHARS = 600
+
+
+def _transfer_to_human(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[str, Any]:
+    handoff = Handoff.objects.filter(tool_call_id=call.id).first() or Handoff.objects.create(
+        project_id=run.project_id,
+        session_id=run.session_id,
+        run=run,
+        end_user_id=run.end_user_id,
+        reason_type=args["reason_type"],
+        summary=args["summary"],
+        tool_call_id=call.id,
+        is_test=run.sandbox,
+    )
+    return {
+        "ok": True,
+        "handoff": {"id": handoff.id, "status": handoff.status},
+        "message": "The conversation is now in the team's queue. Tell the customer a person from the team will "
+        "continue here; don't promise a time.",
+    }
+
+
+def _create_ticket(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[str, Any]:
+    ticket = Ticket.objects.filter(tool_call_id=call.id).first()
+    if ticket is None:
+        counter, _ = TicketCounter.objects.get_or_create(project_id=run.project_id)
+        counter = TicketCounter.objects.select_for_update().get(pk=counter.pk)
+        counter.last_number += 1
+        counter.save(update_fields=["last_number"])
+        ticket = Ticket.objects.create(
+            project_id=run.project_id,
+            number=counter.last_number,
+            title=args["title"],
+            description=args["description"],
+            priority=args.get("priority", "normal"),
+            resolution_attempted=args.get("resolution_attempted", ""),
+            end_user_id=run.end_user_id,
+            session_id=run.session_id,
+            run=run,
+            rate_key=run.rate_key,
+            tool_call_id=call.id,
+            is_test=run.sandbox,
+        )
+    return {
+        "ok": True,
+        "ticket": {"number": ticket.display_number, "status": ticket.status, "priority": ticket.priority},
+        "message": f"Ticket {ticket.display_number} is open. Give the customer this number.",
+    }
+
+
+def _flag_conversation(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[str, Any]:
+    from runs.models import Session
+
+    Session.objects.filter(pk=run.session_id).update(
+        flagged=True, flag_reason=args["reason"], flag_urgency=args.get("urgency", "normal"), flagged_at=timezone.now()
+    )
+    return {"ok": True, "flagged": True, "message": "The conversation is flagged for the team to review."}
+
+
+def searchable_sources(*, project_id: str, agent_id: str) -> Any:
+    return KnowledgeSource.objects.filter(project_id=project_id, searchable=True).filter(
+        Q(agent_id=agent_id) | Q(agent__isnull=True)
+    )
+
+
+def _search_knowledge(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[str, Any]:
+    words = [w for w in normalize_arabic(args["query"]).split() if len(w) > 1]
+    scored = []
+    for source in (
+        searchable_sources(project_id=run.project_id, agent_id=run.agent_id)
+        .filter(kind=KnowledgeSource.Kind.TEXT)
+        .only("id", "title", "content")[:200]
+    ):
+        haystack = normalize_arabic(f"{source.title}\n{source.content}")
+        score = sum(haystack.count(word) for word in words)
+        if score:
+            scored.append((score, source))
+    scored.sort(key=lambda pair: (-pair[0], pair[1].id))
+    results = [
+        {"title": clean_value(source.title), "text": clean_value(source.content[:SNIPPET_CHARS])}
+        for _, source in scored[:SEARCH_RESULTS]
+    ]
+    data: dict[str, Any] = {"notice": DATA_NOTICE, "tool": "search_knowledge", "results": results}
+    if not results:
+        data["message"] = "Nothing in the knowledge matches. Say you don't know rather than guessing."
+    return {"ok": True, "data": data}
+
+
+_RUNNERS = {
+    "transfer_to_human": _transfer_to_human,
+    "create_ticket": _create_ticket,
+    "flag_conversation": _flag_conversation,
+    "search_knowledge": _search_knowledge,
+}
+
+
+def builtin_execute(
+    *, run: Run, call: ToolCall, name: str, arguments: dict[str, Any], fields: dict[str, Any]
+) -> dict[str, Any]:
+    """Runs the built-in and records the call (with `fields`: its policy decision) in the same transaction."""
+    with transaction.atomic():
+        result = _RUNNERS[name](run, call, arguments)
+        ToolCall.objects.filter(pk=call.pk).update(
+            status=ToolCall.Status.SUCCEEDED, result=result, finished_at=timezone.now(), **fields
+        )
+    call.status, call.result = ToolCall.Status.SUCCEEDED, result
+    return result

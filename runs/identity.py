@@ -1,0 +1,124 @@
+"""Who the end user is: only from the credential (SPEC §3). Never from the model.
+
+Verified when the call is made with a secret key and names `end_user: {"external_id", "traits"}`, or when it
+carries `end_user_token`: a JWT (HS256) signed with the project's end-user secret, `sub` = external id, optional
+`traits`, required `exp`. Otherwise anonymous, counted per session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jwt
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from kagent.errors import ApiError, Unprocessable
+from kagent.models import ApiKey, Project, SigningSecret
+from kagent.secrets import signing_secrets_valid
+from runs.models import EndUser
+
+MAX_TRAITS = 50
+MAX_TRAIT_VALUE = 1000
+
+
+@dataclass(frozen=True)
+class Identity:
+    end_user: EndUser | None
+
+    @property
+    def verified(self) -> bool:
+        return self.end_user is not None
+
+
+ANONYMOUS = Identity(None)
+
+
+def _check_external_id(value: Any, path: str) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 255:
+        raise Unprocessable(
+            "invalid_end_user",
+            "external_id is a non-empty string of at most 255 characters.",
+            details=[{"path": path, "message": "invalid external_id"}],
+        )
+    if any(ord(ch) < 0x20 for ch in value):
+        raise Unprocessable("invalid_end_user", "external_id may not hold control characters.")
+    return value
+
+
+def _check_traits(value: Any, path: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or len(value) > MAX_TRAITS:
+        raise Unprocessable(
+            "invalid_end_user",
+            f"traits is an object with at most {MAX_TRAITS} keys.",
+            details=[{"path": path, "message": "invalid traits"}],
+        )
+    for key, item in value.items():
+        if not isinstance(key, str) or not key or len(key) > 64:
+            raise Unprocessable("invalid_end_user", "trait names are strings of at most 64 characters.")
+        if isinstance(item, str) and len(item) > MAX_TRAIT_VALUE:
+            raise Unprocessable("invalid_end_user", f"trait values are at most {MAX_TRAIT_VALUE} characters.")
+        if not isinstance(item, (str, int, float, bool)) and item is not None:
+            raise Unprocessable("invalid_end_user", "trait values are strings, numbers, booleans or null.")
+    return value
+
+
+def _upsert(project: Project, external_id: str, traits: dict[str, Any] | None) -> EndUser:
+    user = EndUser.objects.filter(project=project, external_id=external_id).first()
+    if user is None:
+        try:
+            with transaction.atomic():
+                return EndUser.objects.create(project=project, external_id=external_id, traits=traits or {})
+        except IntegrityError:
+            user = EndUser.objects.get(project=project, external_id=external_id)
+    if traits is not None and traits != user.traits:
+        EndUser.objects.filter(pk=user.pk).update(traits=traits, updated_at=timezone.now())
+        user.traits = traits
+    return user
+
+
+def _verify_token(project: Project, token: Any) -> tuple[str, dict[str, Any] | None]:
+    if not isinstance(token, str) or not token or len(token) > 8192:
+        raise Unprocessable("invalid_end_user_token", "end_user_token is a JWT string.")
+    last_error = "the token is not signed with this project's end-user secret"
+    for secret in signing_secrets_valid(project=project, purpose=SigningSecret.Purpose.END_USER):
+        try:
+            claims = jwt.decode(token, key=secret, algorithms=["HS256"], options={"require": ["exp", "sub"]}, leeway=30)
+        except jwt.ExpiredSignatureError:
+            raise Unprocessable("invalid_end_user_token", "The end_user_token has expired (exp).") from None
+        except jwt.MissingRequiredClaimError as exc:
+            raise Unprocessable("invalid_end_user_token", f"The end_user_token lacks the {exc.claim} claim.") from None
+        except jwt.InvalidSignatureError:
+            continue
+        except jwt.InvalidTokenError as exc:
+            last_error = str(exc)[:200]
+            continue
+        external_id = _check_external_id(claims.get("sub"), "$.end_user_token.sub")
+        traits = _check_traits(claims.get("traits"), "$.end_user_token.traits") if "traits" in claims else None
+        return external_id, traits
+    raise Unprocessable("invalid_end_user_token", f"The end_user_token is not valid: {last_error}.")
+
+
+def identity_resolve(*, project: Project, api_key: ApiKey, end_user: Any, end_user_token: Any) -> Identity:
+    if end_user is not None and end_user_token is not None:
+        raise Unprocessable("invalid_request", "Give end_user or end_user_token, not both.")
+    if end_user_token is not None:
+        external_id, traits = _verify_token(project, end_user_token)
+        return Identity(_upsert(project, external_id, traits))
+    if end_user is not None:
+        if not api_key.is_secret:
+            raise ApiError(
+                "end_user_token_required",
+                "With a publishable key, identify the end user with an end_user_token signed on your server; "
+                "end_user is for secret keys.",
+                status=403,
+            )
+        if not isinstance(end_user, dict) or set(end_user) - {"external_id", "traits"}:
+            raise Unprocessable("invalid_end_user", 'end_user is {"external_id": …, "traits": {…}}.')
+        external_id = _check_external_id(end_user.get("external_id"), "$.end_user.external_id")
+        traits = _check_traits(end_user.get("traits"), "$.end_user.traits") if "traits" in end_user else None
+        return Identity(_upsert(project, external_id, traits))
+    return ANONYMOUS

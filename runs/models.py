@@ -1,0 +1,253 @@
+"""End users, sessions and their segments, runs, run steps, tool calls, and the desk (tickets, handoffs)."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from agents.models import Agent, AgentVersion
+from kagent.ids import PrefixedIdField
+from kagent.models import ApiKey, Project
+
+
+class EndUser(models.Model):
+    """A verified end user: identified by the business's `external_id`, from a secret key or an end-user token."""
+
+    id = PrefixedIdField(prefix="eu")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="end_users")
+    external_id = models.CharField(max_length=255)
+    traits = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "external_id"], name="end_user_unique")]
+
+
+class Session(models.Model):
+    """A conversation with one end user (verified, or anonymous and counted per session)."""
+
+    id = PrefixedIdField(prefix="ses")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="sessions")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="sessions")
+    end_user = models.ForeignKey(EndUser, on_delete=models.SET_NULL, null=True, blank=True, related_name="sessions")
+    created_by_key = models.ForeignKey(ApiKey, on_delete=models.SET_NULL, null=True, blank=True)
+    metadata = models.JSONField(default=dict)
+    is_test = models.BooleanField(default=False)
+    flagged = models.BooleanField(default=False)
+    flag_reason = models.CharField(max_length=500, blank=True)
+    flag_urgency = models.CharField(max_length=10, blank=True)
+    flagged_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_activity_at = models.DateTimeField(default=timezone.now)
+
+
+class Segment(models.Model):
+    """A stretch of a session with one frozen tool set (sorted by name), for prompt caching and predictability.
+
+    A new segment starts with the session's first run, when the agent version changes, or after 30 minutes idle.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="segments")
+    number = models.IntegerField()
+    version = models.ForeignKey(AgentVersion, on_delete=models.SET_NULL, null=True, blank=True)
+    version_number = models.IntegerField(null=True, blank=True)  # null: the draft (sandbox)
+    tool_set = models.JSONField(default=list)
+    started_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "number"], name="segment_number_unique")]
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        IN_PROGRESS = "in_progress"
+        REQUIRES_ACTION = "requires_action"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    ACTIVE = (Status.QUEUED, Status.IN_PROGRESS, Status.REQUIRES_ACTION)
+    TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+
+    id = PrefixedIdField(prefix="run")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="runs")
+    version = models.ForeignKey(AgentVersion, on_delete=models.SET_NULL, null=True, blank=True)
+    version_number = models.IntegerField(null=True, blank=True)
+    session = models.ForeignKey(Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
+    segment = models.ForeignKey(Segment, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
+    end_user = models.ForeignKey(EndUser, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
+    created_by_key = models.ForeignKey(ApiKey, on_delete=models.SET_NULL, null=True, blank=True)
+    # Who limits count against: "eu:<id>" for a verified user, "ses:<id>" for an anonymous session.
+    rate_key = models.CharField(max_length=60)
+
+    input = models.TextField(blank=True)
+    store = models.BooleanField(default=True)
+    allow_actions = models.BooleanField(default=False)
+    sandbox = models.BooleanField(default=False)
+    run_real_actions = models.BooleanField(default=False)
+    metadata = models.JSONField(default=dict)
+
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    output = models.JSONField(null=True, blank=True)
+    last_error = models.JSONField(null=True, blank=True)
+    cancellation_reason = models.CharField(max_length=20, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    required_action = models.JSONField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    rounds = models.IntegerField(default=0)
+    usage = models.JSONField(default=dict)
+
+    # What the engine needs to resume in any worker: the config it runs with, its tool set, the transcript.
+    config = models.JSONField(default=dict)
+    tool_set = models.JSONField(default=list)
+    transcript = models.JSONField(default=list)
+    pushbacks = models.IntegerField(default=0)
+
+    created_at = models.DateTimeField(default=timezone.now)
+    queued_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    claims = models.IntegerField(default=0)
+    purged_at = models.DateTimeField(null=True, blank=True)
+    result_delivered = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["status", "lease_expires_at"]),
+            models.Index(fields=["status", "queued_at"]),
+            models.Index(fields=["status", "expires_at"]),
+            models.Index(fields=["session", "status"]),
+            models.Index(fields=["project", "-created_at"]),
+        ]
+
+
+class RunStep(models.Model):
+    """Everything that happened in a run, including what the model was not shown (upstream status, bodies)."""
+
+    class Kind(models.TextChoices):
+        MODEL_CALL = "model_call"
+        TOOL_CALL = "tool_call"
+        NOTICE = "notice"
+
+    id = PrefixedIdField(prefix="step")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    round = models.IntegerField(default=0)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+    duration_ms = models.IntegerField(default=0)
+
+
+class ToolCall(models.Model):
+    """One tool call, with a stable id (sent as `webhook-id`) so a retry after a crash is recognisable upstream."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"  # recorded, not yet checked or run
+        REFUSED = "refused"  # the policy check said no; nothing ran
+        RUNNING = "running"  # may have reached the upstream: on recovery it is retried with the same id
+        AWAITING_OUTPUT = "awaiting_output"  # a client tool call, waiting for submit_tool_outputs
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    id = PrefixedIdField(prefix="call")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tool_calls")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
+    round = models.IntegerField()
+    index = models.IntegerField()
+    model_call_id = models.CharField(max_length=200)
+    requested_name = models.CharField(max_length=200)
+    name = models.CharField(max_length=64)
+    kind = models.CharField(max_length=10, blank=True)  # builtin | http | client | "" (unknown tool)
+    effect = models.CharField(max_length=12, blank=True)
+    arguments = models.JSONField(null=True, blank=True)
+    arguments_hash = models.CharField(max_length=64, blank=True)
+    rate_key = models.CharField(max_length=60)
+    policy_decision = models.CharField(max_length=10, blank=True)  # allowed | refused
+    policy_code = models.CharField(max_length=40, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    result = models.JSONField(null=True, blank=True)  # exactly what the model was shown
+    upstream = models.JSONField(null=True, blank=True)  # status, body excerpt (secrets masked), timings
+    simulated = models.BooleanField(default=False)
+    attempts = models.IntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "round", "index"], name="tool_call_position_unique")]
+        indexes = [models.Index(fields=["project", "rate_key", "kind", "created_at"])]
+
+
+class Ticket(models.Model):
+    class Status(models.TextChoices):
+        OPEN = "open"
+        CLOSED = "closed"
+
+    id = PrefixedIdField(prefix="tkt")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tickets")
+    number = models.IntegerField()
+    title = models.CharField(max_length=200)
+    description = models.TextField()
+    priority = models.CharField(max_length=10, default="normal")
+    resolution_attempted = models.TextField(blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    end_user = models.ForeignKey(EndUser, on_delete=models.SET_NULL, null=True, blank=True)
+    session = models.ForeignKey(Session, on_delete=models.SET_NULL, null=True, blank=True)
+    run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True)
+    rate_key = models.CharField(max_length=60)
+    tool_call_id = models.CharField(max_length=40, unique=True, null=True, blank=True)
+    is_test = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "number"], name="ticket_number_unique")]
+
+    @property
+    def display_number(self) -> str:
+        return f"TKT-{self.number}"
+
+
+class Handoff(models.Model):
+    class Status(models.TextChoices):
+        OPEN = "open"
+        CLOSED = "closed"
+
+    id = PrefixedIdField(prefix="hof")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="handoffs")
+    session = models.ForeignKey(Session, on_delete=models.SET_NULL, null=True, blank=True)
+    run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True)
+    end_user = models.ForeignKey(EndUser, on_delete=models.SET_NULL, null=True, blank=True)
+    reason_type = models.CharField(max_length=30)
+    summary = models.TextField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    tool_call_id = models.CharField(max_length=40, unique=True, null=True, blank=True)
+    is_test = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+
+class TicketCounter(models.Model):
+    """Per-project ticket numbering (TKT-1, TKT-2, …), taken under a row lock."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, primary_key=True)
+    last_number = models.IntegerField(default=0)
+
+
+class Message(models.Model):
+    """What the end user said and what the agent answered, in order; the session's visible conversation."""
+
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+
+    id = PrefixedIdField(prefix="msg")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="messages")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, null=True, blank=True, related_name="messages")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    content = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
