@@ -272,9 +272,12 @@ class RunStepsApi(ProjectApi):
     def get(self, request: Request, run_id: str) -> Response:
         run = selectors.run_get(project=self.project, api_key=self.api_key, run_id=run_id)
         steps, calls = selectors.run_steps(run=run)
-        rendered = [render_step(s) for s in steps] + [render_tool_call_step(c) for c in calls]
-        rendered.sort(key=lambda item: (item["created_at"], item["kind"] != "model_call", item["id"]))
-        return Response({"data": rendered, "next": None})
+        # In the order things happened: the model call at round r, then the tool calls it asked for (round r + 1,
+        # in the order asked), then the next model call.
+        ordered = [((s.round, 0, s.created_at.timestamp()), render_step(s)) for s in steps]
+        ordered += [((c.round - 1, 1, c.index), render_tool_call_step(c)) for c in calls]
+        ordered.sort(key=lambda pair: pair[0])
+        return Response({"data": [item for _, item in ordered], "next": None})
 
 
 class RunSubmitToolOutputsApi(ProjectApi):

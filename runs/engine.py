@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from datetime import timedelta
 from typing import Any
@@ -39,6 +40,7 @@ TOOL_OUTPUTS_TTL = timedelta(minutes=10)
 FINAL_CALLS = (ToolCall.Status.SUCCEEDED, ToolCall.Status.FAILED, ToolCall.Status.REFUSED, ToolCall.Status.CANCELLED)
 FAILURE_BANNER = "[TOOL FAILED] Nothing changed. Fix the cause and retry, or tell the customer plainly that it failed."
 SIMULATED = {"ok": True, "simulated": True}
+TICKET_NUMBER_RE = re.compile(r"\bTKT-(\d+)\b")
 FALLBACK_ANSWER = "I'm sorry, I can't answer that right now."
 
 PLATFORM_RULES = """\
@@ -127,9 +129,10 @@ class Engine:
 
             tools_left = self.run.rounds < self.max_rounds and bool(self.run.tool_set)
             response = self._call_model("auto" if tools_left else "none")
-            extra_round = not tools_left and response.tool_calls and self.run.rounds == self.max_rounds
-            if response.tool_calls and (tools_left or extra_round):
-                # After the last round a model that still asks for tools gets round_budget_exhausted once.
+            # A model that asks for tools it may not use (after the last round, or with none offered) hears why
+            # once, through the policy check, and then answers with tools disabled.
+            refusal_round = self.run.rounds == self.max_rounds or (not self.run.tool_set and self.run.rounds == 0)
+            if response.tool_calls and (tools_left or refusal_round):
                 self._start_round(response)
                 continue
             if self._finish_with_answer(response.text):
@@ -401,12 +404,11 @@ class Engine:
     def _facts(self) -> truth.RunFacts:
         tickets, handoff, change, last_failed = set(), False, False, None
         for call in self.calls:
+            # A ticket number any tool result names (a new ticket, or the open one a refusal points to) is real.
+            tickets.update(f"TKT-{n}" for n in TICKET_NUMBER_RE.findall(json.dumps(call.result or {})))
             if call.status == ToolCall.Status.SUCCEEDED:
-                result = call.result or {}
                 if call.simulated:
                     change = True
-                if isinstance(result.get("ticket"), dict):
-                    tickets.add(str(result["ticket"].get("number")))
                 if call.name == "transfer_to_human":
                     handoff = True
                 if call.effect in ("action", "escalation"):
