@@ -19,9 +19,6 @@ from tests.conftest import Tenant, wait_for
 from tests.fakes.llm import FakeLLM, Fault, ToolCall, calls, raw, text
 from tools.builtins import CREATE_TICKET, TRANSFER_TO_HUMAN
 
-# Until tests/conftest.py registers the plugin for every package; registering it twice is harmless.
-pytest_plugins = ["tests.fakes.conftest_plugin"]
-
 TENANT_KEY = "sk-tenant-0123456789abcdef"
 ORDER_STATUS = ToolDefinition(
     name="order_status",
