@@ -312,6 +312,7 @@ def test_member_cannot_create_or_revoke(alice, carol):
     before = ApiKey.objects.filter(project=alice.project).count()
     response = client.post(KEYS_URL, {"kind": "secret", "name": "sneaky"})
     assert response.status_code == 403
+    assert b"Only owners and admins" in response.content
     assert not RAW_KEY_RE.search(response.content.decode())
     assert ApiKey.objects.filter(project=alice.project).count() == before
 
