@@ -147,7 +147,8 @@ else:
             "NAME": str(VAR_DIR / "kagent.sqlite3"),
             "OPTIONS": dict(_SQLITE_OPTIONS),
             # A file, not memory, so a worker process started by a test sees the test database.
-            "TEST": {"NAME": str(VAR_DIR / "test_kagent.sqlite3")},
+            # One per test process, so two suites running at once on a machine don't share a file.
+            "TEST": {"NAME": str(VAR_DIR / f"test_kagent_{os.getpid()}.sqlite3")},
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -191,6 +192,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 KAGENT_LLM_BASE_URL = os.environ.get("KAGENT_LLM_BASE_URL", "").strip()
 KAGENT_LLM_API_KEY = os.environ.get("KAGENT_LLM_API_KEY", "").strip()
 KAGENT_LLM_MODEL = os.environ.get("KAGENT_LLM_MODEL", "").strip()
+KAGENT_LLM_TIMEOUT_S = float(os.environ.get("KAGENT_LLM_TIMEOUT_S", "60"))
 
 # --- Egress (the hardened outbound client) -------------------------------------------------------
 # Test-only: CIDRs exempt from the deny list, an extra CA bundle, curl-style --resolve entries.
