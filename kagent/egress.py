@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote
 
 import certifi
@@ -359,7 +359,7 @@ class EgressPolicy:
     def denial(self, ip: IPAddress) -> str | None:
         if any(ip in net for net in self.own_networks):
             return f"{ip} is one of K-Agent's own hosts"
-        if ip.version == 6 and ip.scope_id:  # type: ignore[union-attr]
+        if isinstance(ip, ipaddress.IPv6Address) and ip.scope_id:
             return "IPv6 zone ids are not allowed"
         if any(ip.version == net.version and ip in net for net in self.allow_networks):
             return None
@@ -381,7 +381,20 @@ def _parse_resolve(raw: str) -> dict[tuple[str, int], tuple[str, ...]]:
 
 # --- DNS ----------------------------------------------------------------------------------------------------------
 
-_dns_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="egress-dns")
+# getaddrinfo has no timeout of its own: lookups run on a small pool and are waited for at most the time left.
+# One pool per process: a forked worker must not inherit a pool whose threads stayed in the parent.
+_dns_pools: dict[int, ThreadPoolExecutor] = {}
+_dns_lock = threading.Lock()
+
+
+def _dns_pool() -> ThreadPoolExecutor:
+    pid = os.getpid()
+    with _dns_lock:
+        pool = _dns_pools.get(pid)
+        if pool is None:
+            _dns_pools.clear()
+            pool = _dns_pools[pid] = ThreadPoolExecutor(max_workers=8, thread_name_prefix="egress-dns")
+        return pool
 
 
 def system_resolver(host: str, port: int) -> list[str]:
@@ -486,7 +499,7 @@ class _GuardedBackend(httpcore.NetworkBackend):
         if literal is not None:
             return [str(literal)]
         budget = CONNECT_TIMEOUT_S if exchange is None else min(CONNECT_TIMEOUT_S, max(exchange.remaining(), 0.001))
-        future = _dns_pool.submit(self.resolver, host, port)
+        future = _dns_pool().submit(self.resolver, host, port)
         try:
             return list(future.result(timeout=budget))
         except FutureTimeout as exc:
@@ -579,7 +592,7 @@ class _map_httpcore_errors:  # noqa: N801 - used as a context manager
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         if exc is None or isinstance(exc, EgressError) or not isinstance(exc, Exception):
             return False
         exchange = _EXCHANGE.get()
