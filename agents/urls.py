@@ -1,6 +1,6 @@
 from django.urls import path
 
-from agents import apis
+from agents import apis, knowledge
 
 urlpatterns = [
     path("agents", apis.AgentListCreateApi.as_view()),
@@ -8,4 +8,6 @@ urlpatterns = [
     path("agents/<str:agent_id>/publish", apis.AgentPublishApi.as_view()),
     path("agents/<str:agent_id>/versions", apis.AgentVersionListApi.as_view()),
     path("agents/<str:agent_id>/versions/<int:number>", apis.AgentVersionDetailApi.as_view()),
+    path("knowledge_sources", knowledge.KnowledgeSourceListCreateApi.as_view()),
+    path("knowledge_sources/<str:source_id>", knowledge.KnowledgeSourceDetailApi.as_view()),
 ]

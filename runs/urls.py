@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs import apis
+from runs import apis, desk
 
 urlpatterns = [
     path("sessions", apis.SessionCreateApi.as_view()),
@@ -11,4 +11,7 @@ urlpatterns = [
     path("runs/<str:run_id>/steps", apis.RunStepsApi.as_view()),
     path("runs/<str:run_id>/submit_tool_outputs", apis.RunSubmitToolOutputsApi.as_view()),
     path("runs/<str:run_id>/cancel", apis.RunCancelApi.as_view()),
+    path("tickets", desk.TicketListApi.as_view()),
+    path("tickets/<str:ticket_id>", desk.TicketDetailApi.as_view()),
+    path("handoffs", desk.HandoffListApi.as_view()),
 ]
