@@ -246,3 +246,41 @@ def test_round_budget_exhausted_and_too_many_calls(h):
     assert codes == [None] * 5 + ["too_many_calls"]
     assert Handoff.objects.count() == 5
     assert ToolCall.objects.filter(policy_code="too_many_calls", status="refused").count() == 1
+
+
+def test_a_catastrophic_tenant_pattern_cannot_hold_the_worker():
+    import time
+
+    from tools.policy import PolicyContext, policy_check
+
+    spec = {
+        "name": "lookup",
+        "kind": "client",
+        "effect": "read",
+        "requires_verified_user": False,
+        "description": "x",
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string", "pattern": "^(a+)+$"}},
+            "additionalProperties": False,
+        },
+    }
+    ctx = PolicyContext(
+        tools_enabled=True,
+        tool_set=(spec,),
+        verified=False,
+        has_session=True,
+        actions_paused=False,
+        business_hours=None,
+        now=timezone.now(),
+        round=1,
+        max_rounds=3,
+        index_in_round=0,
+        cancelled=False,
+        succeeded=frozenset(),
+    )
+    started = time.monotonic()
+    decision = policy_check(ctx, "lookup", json.dumps({"code": "a" * 40 + "!"}))
+    assert time.monotonic() - started < 2
+    assert decision.code == "invalid_arguments"
+    assert policy_check(ctx, "lookup", json.dumps({"code": "aaa"})).allowed
