@@ -40,7 +40,8 @@ class Placeholder:
 
     @property
     def is_trait(self) -> bool:
-        return self.root == "end_user" and self.name != "external_id"
+        # From the text, not the name: {{end_user.traits.external_id}} is a trait, not the external id.
+        return self.root == "end_user" and self.raw.startswith("{{end_user.traits.")
 
 
 def _parse_one(inner: str, raw: str, start: int, end: int) -> Placeholder:

@@ -237,7 +237,7 @@ class _Resolver:
         if ph.root == "end_user":
             if self.end_user is None:
                 raise TemplateError("verified_user_required", f"{ph.raw} needs a verified end user", placeholder=ph.raw)
-            if ph.name == "external_id" and not ph.is_trait:
+            if not ph.is_trait:
                 raw = self.end_user.external_id
             elif ph.name in self.end_user.traits:
                 raw = self.end_user.traits[ph.name]

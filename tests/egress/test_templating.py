@@ -179,6 +179,12 @@ def test_end_user_values_come_only_from_the_identity_passed_in():
     )
 
 
+def test_a_trait_named_external_id_is_a_trait():
+    user = EndUserIdentity(external_id="cus_42", traits={"external_id": "legacy-7"})
+    tool = tool_with(url="https://api.example.com/{{end_user.traits.external_id}}/{{end_user.external_id}}")
+    assert render(tool, end_user=user).url == "https://api.example.com/legacy-7/cus_42"
+
+
 def test_traits_and_variables():
     tool = tool_with(url="https://api.example.com/{{var.store_id}}/{{end_user.traits.tier}}/{{end_user.traits.store}}")
     assert render(tool).url == "https://api.example.com/riyadh-1/gold/7"
