@@ -239,7 +239,7 @@ class _Resolver:
                 raise TemplateError("verified_user_required", f"{ph.raw} needs a verified end user", placeholder=ph.raw)
             if not ph.is_trait:
                 raw = self.end_user.external_id
-            elif ph.name in self.end_user.traits:
+            elif isinstance(self.end_user.traits, Mapping) and ph.name in self.end_user.traits:
                 raw = self.end_user.traits[ph.name]
             else:
                 raise TemplateError(

@@ -185,6 +185,12 @@ def test_a_trait_named_external_id_is_a_trait():
     assert render(tool, end_user=user).url == "https://api.example.com/legacy-7/cus_42"
 
 
+def test_missing_traits_mapping_is_unresolved_not_a_crash():
+    user = EndUserIdentity(external_id="cus_42", traits=None)  # type: ignore[arg-type]
+    tool = tool_with(url="https://api.example.com/{{end_user.traits.tier}}")
+    assert refused(tool, end_user=user).code == "unresolved_placeholder"
+
+
 def test_traits_and_variables():
     tool = tool_with(url="https://api.example.com/{{var.store_id}}/{{end_user.traits.tier}}/{{end_user.traits.store}}")
     assert render(tool).url == "https://api.example.com/riyadh-1/gold/7"
