@@ -22,7 +22,7 @@ from kagent.services import api_key_create
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytest_plugins = ["tests.fakes.conftest_plugin"]
+pytest_plugins = ["tests.fakes.conftest_plugin", "tests.egress.fixtures"]
 
 
 @dataclass

@@ -18,6 +18,7 @@ from kagent.validation import make_validator, schema_errors
 from tools import placeholders
 from tools.builtins import BUILTIN_NAMES
 from tools.placeholders import Placeholder, PlaceholderError
+from tools.templating import FORBIDDEN_HEADER_PREFIXES, FORBIDDEN_HEADERS  # one list for write time and call time
 
 HTTP_TOOL_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,29}$")
 MAX_PARAMETERS = 8
@@ -29,28 +30,6 @@ ALLOWED_PORTS = (443, 8443)
 BODY_METHODS = ("POST", "PUT", "PATCH")
 FORMATS = ("token", "text")
 
-# Seed: "Headers named Host, Forwarded, X-Forwarded-*, X-Real-IP, Connection, Transfer-Encoding, Content-Length or
-# Proxy-* are rejected." Also the hop-by-hop headers, and the ones K-Agent sets itself on every call (signing).
-FORBIDDEN_HEADERS = frozenset(
-    {
-        "host",
-        "forwarded",
-        "x-real-ip",
-        "connection",
-        "transfer-encoding",
-        "content-length",
-        "keep-alive",
-        "te",
-        "trailer",
-        "upgrade",
-        "expect",
-        "user-agent",
-        "webhook-id",
-        "webhook-timestamp",
-        "webhook-signature",
-    }
-)
-FORBIDDEN_HEADER_PREFIXES = ("x-forwarded-", "proxy-")
 HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
 
 # Seed: parameters named like identity are refused on tools that need a verified user.

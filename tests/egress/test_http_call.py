@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kagent.models import EgressEvent
-from tests.egress.conftest import SIGNING_SECRET_NEW, SIGNING_SECRET_OLD
+from tests.egress.fixtures import SIGNING_SECRET_NEW, SIGNING_SECRET_OLD
 from tests.egress.upstream import Upstream
 from tools.http_call import http_tool_call
 from tools.shaping import FAILURE_GUIDANCE

@@ -231,6 +231,7 @@ HOSTILE = [
             "Proxy-Connection",
             "webhook-signature",
             "User-Agent",
+            "Accept-Encoding",
         )
     ],
     # response limits, timeout

@@ -1,4 +1,5 @@
-"""Fixtures for the outbound client: real HTTPS servers on loopback with `trustme` certificates.
+"""Fixtures for the outbound client (a plugin registered in tests/conftest.py, shared with the run tests): real HTTPS
+servers on loopback with `trustme` certificates.
 
 - `upstream`: the tenant's API, on 127.0.0.2:8443 (or the next free loopback address), reached as https://tools.test:8443
   through KAGENT_EGRESS_RESOLVE; it verifies every request's Standard Webhooks signature and records it.
