@@ -59,6 +59,8 @@ class Canned:
     status: int
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
+    # Seconds to wait before answering, one entry per request in order (then no wait): a slow first attempt.
+    delays: list[float] = field(default_factory=list)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -106,6 +108,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(302, b"", {"Location": target})
         elif route.startswith("/respond/"):
             canned = upstream.canned.get(route.split("/")[2], Canned(404, b'{"error": "not registered"}'))
+            with upstream._lock:
+                delay = canned.delays.pop(0) if canned.delays else 0.0
+            time.sleep(delay)
             self._send(canned.status, canned.body, canned.headers)
         elif route == "/big-cl":
             self.send_response(200)
@@ -229,10 +234,18 @@ class Upstream:
             self.canned.clear()
             self.sni_names.clear()
 
-    def respond(self, name: str, *, status: int = 200, json_body: Any = None, body: bytes | None = None,
-                headers: dict[str, str] | None = None) -> str:
+    def respond(
+        self,
+        name: str,
+        *,
+        status: int = 200,
+        json_body: Any = None,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        delays: list[float] | None = None,
+    ) -> str:
         data = body if body is not None else json.dumps(json_body).encode()
-        self.canned[name] = Canned(status, data, dict(headers or {}))
+        self.canned[name] = Canned(status, data, dict(headers or {}), list(delays or []))
         return f"/respond/{name}"
 
     def record(self, handler: _Handler, body: bytes) -> None:
@@ -263,8 +276,13 @@ class Upstream:
             )
 
 
-def bind_upstream(*, ssl_context: ssl.SSLContext, secrets: list[str] | None = None, port: int = 8443,
-                  hosts: tuple[str, ...] = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")) -> Upstream:
+def bind_upstream(
+    *,
+    ssl_context: ssl.SSLContext,
+    secrets: list[str] | None = None,
+    port: int = 8443,
+    hosts: tuple[str, ...] = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"),
+) -> Upstream:
     """The first of `hosts` where `port` is free (127.0.0.2 unless another test run holds it)."""
     last: OSError | None = None
     for host in hosts:
