@@ -257,12 +257,27 @@ def _tenant_secret(request: ModelRequest, url: str) -> str:
     return secret.value
 
 
+def _signature(request: ModelRequest, body: bytes) -> dict[str, str]:
+    from kagent.ids import new_id
+    from kagent.models import Project, SigningSecret
+    from kagent.secrets import signing_secrets_valid
+    from kagent.signing import webhook_headers
+
+    project = Project.objects.filter(pk=request.project_id).first()
+    if project is None:
+        raise ModelError("no project to sign the model call for", retryable=False)
+    secrets = signing_secrets_valid(project=project, purpose=SigningSecret.Purpose.TOOL_SIGNING)
+    return webhook_headers(secrets=secrets, message_id=new_id("msg"), timestamp=int(time.time()), body=body)
+
+
 def _tenant_post(
     request: ModelRequest, url: str, *, headers: dict[str, str], body: bytes, secrets: Sequence[str]
 ) -> _HttpAnswer:
-    """The adapter to the hardened client: the only way a tenant model URL is reached."""
+    """The adapter to the hardened client: the only way a tenant model URL is reached. Like every call to a tenant
+    URL it is signed with the project's tool signing secret (SPEC §6, "Signing")."""
     from kagent.egress import EgressError, get_client
 
+    headers = {**headers, **_signature(request, body)}
     try:
         response = get_client().request(
             project_id=request.project_id or None,

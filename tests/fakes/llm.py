@@ -123,6 +123,7 @@ class RecordedRequest:
     turn: int  # the number of assistant messages in the request
     attempt: int  # 1 for the first request at this (script, turn)
     status: int  # what the fake answered
+    raw_body: bytes = b""  # the bytes as sent (what a request signature covers)
 
     @property
     def model(self) -> str:
@@ -307,6 +308,7 @@ class FakeLLM:
         self._attempts: dict[tuple[str, int], int] = {}
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
+        self._local = threading.local()
         self._server = _Server((host, port), _Handler)
         self._server.fake = self
         self.host, self.port = host, int(self._server.server_address[1])
@@ -378,6 +380,7 @@ class FakeLLM:
     ) -> tuple[int, bytes, dict[str, str]]:
         if self.latency_s:
             time.sleep(self.latency_s)
+        self._local.payload = payload  # one request at a time per handler thread
         try:
             body = json.loads(payload)
             if not isinstance(body, dict):
@@ -447,6 +450,7 @@ class FakeLLM:
                 turn=turn,
                 attempt=attempt,
                 status=status,
+                raw_body=getattr(self._local, "payload", b""),
             )
             with self._lock:
                 self._requests.append(recorded)

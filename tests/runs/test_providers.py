@@ -400,6 +400,14 @@ def test_tenant_base_url_goes_through_the_hardened_client(
     assert sent.path == "/v1/chat/completions"
     assert sent.headers["authorization"] == f"Bearer {TENANT_KEY}"
     assert sent.headers["user-agent"] == "K-Agent/1"
+    # Signed like every call to a tenant URL, verifiable with any Standard Webhooks library.
+    from standardwebhooks import Webhook
+
+    from kagent.models import SigningSecret
+    from kagent.secrets import signing_secrets_valid
+
+    [secret] = signing_secrets_valid(project=tenant_secret.project, purpose=SigningSecret.Purpose.TOOL_SIGNING)
+    Webhook(secret).verify(sent.raw_body, sent.headers)
     assert fake_llm.requests() == []  # never the operator's endpoint, never its key
     assert len(sleeps) == 1  # the 502 was retried
     events = EgressEvent.objects.filter(project=tenant_secret.project, purpose="model").order_by("created_at")
