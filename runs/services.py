@@ -29,7 +29,8 @@ MAX_INPUT = 20_000
 SEGMENT_IDLE = timedelta(minutes=30)
 HISTORY_MESSAGES = 20
 CLIENT_OUTPUT_MAX_BYTES = 16 * 1024
-QUEUED_RESEND_AFTER = timedelta(seconds=30)
+# A queued run nobody claimed for this long lost its queue message (e.g. a broker restart): send it again.
+QUEUED_RESEND_AFTER = timedelta(minutes=5)
 UNREAD_PURGE_AFTER = timedelta(minutes=10)
 
 
