@@ -355,3 +355,19 @@ def test_someone_elses_runs_and_sessions_are_404(h, bob):
     assert other.post("/v1/runs", {"agent": agent, "input": "x", "session": session}, format="json").status_code == 404
     assert other.post("/v1/sessions", {"agent": agent}, format="json").status_code == 404
     assert h.get(run["id"])["status"] == "requires_action"
+
+
+def test_sweeper_resends_a_lost_queue_message_and_purges_unread_private_runs(h, celery_queue):
+    agent = h.agent("sweep", [text("ok")])
+    lost = h.start(agent)
+    Run.objects.filter(pk=lost["id"]).update(queued_at=timezone.now() - datetime.timedelta(minutes=6))
+    private = h.start(agent, "private words", store=False)
+    from runs import engine
+
+    engine.run_execute(private["id"])  # completed; nobody has read its result
+    assert Run.objects.get(pk=private["id"]).input == "private words"
+    Run.objects.filter(pk=private["id"]).update(completed_at=timezone.now() - datetime.timedelta(minutes=11))
+    counts = run_sweep()
+    assert counts["resent"] == 1 and counts["purged"] == 1
+    assert Run.objects.get(pk=lost["id"]).queued_at > timezone.now() - datetime.timedelta(seconds=30)
+    assert Run.objects.get(pk=private["id"]).input == ""
