@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import F
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -37,6 +40,8 @@ from tools.templating import EndUserIdentity
 logger = logging.getLogger(__name__)
 
 TOOL_OUTPUTS_TTL = timedelta(minutes=10)
+MAX_CLAIMS = 5
+OPEN_CALLS = (ToolCall.Status.PENDING, ToolCall.Status.AWAITING_OUTPUT, ToolCall.Status.RUNNING)
 FINAL_CALLS = (ToolCall.Status.SUCCEEDED, ToolCall.Status.FAILED, ToolCall.Status.REFUSED, ToolCall.Status.CANCELLED)
 FAILURE_BANNER = "[TOOL FAILED] Nothing changed. Fix the cause and retry, or tell the customer plainly that it failed."
 SIMULATED = {"ok": True, "simulated": True}
@@ -72,8 +77,14 @@ def run_execute(run_id: str) -> None:
     )
     if not claimed:
         return
-    run = Run.objects.select_related("end_user").get(pk=run_id)
-    Engine(run).advance()
+    run = Run.objects.select_related("end_user", "project").get(pk=run_id)
+    engine = Engine(run)
+    if run.claims > MAX_CLAIMS:
+        # A run that took its worker down this many times would take the next one down too.
+        logger.error("run %s: claimed %s times without finishing; failing it", run_id, run.claims)
+        engine._fail("internal_error", "This run could not be completed; it was stopped after repeated failures.")
+        return
+    engine.advance()
 
 
 class Engine:
@@ -81,26 +92,56 @@ class Engine:
         self.run = run
         self.claim = run.claims
         self.transcript = [Message.from_dict(item) for item in run.transcript]
-        self.calls: list[ToolCall] = list(run.tool_calls.order_by("round", "index"))
+        # Tool calls are created in the same transaction that counts a round: none exist before the first.
+        self.calls: list[ToolCall] = list(run.tool_calls.order_by("round", "index")) if run.rounds else []
         self.tools_config = run.config["tools"]
         self.max_rounds = int(self.tools_config.get("max_tool_rounds", 3))
-        self.cancelled = False
+        self.cancelled = run.cancel_requested  # e.g. cancelled while its dead worker held it, before the re-queue
+        self.fresh = True  # the lease was just set (by the claim, or by the last fenced write)
         self._live_agent: Agent | None = None
         self._signing: list[str] | None = None
 
     # --- ownership --------------------------------------------------------------------------------------------
 
-    def heartbeat(self) -> None:
-        """Extends the lease; notices a cancel; raises RunStopped if the run is no longer ours."""
-        mine = Run.objects.filter(pk=self.run.pk, status=Run.Status.IN_PROGRESS, claims=self.claim)
-        if mine.filter(cancel_requested=False).update(lease_expires_at=timezone.now() + lease()):
-            return
-        if not mine.update(lease_expires_at=timezone.now() + lease()):
-            raise RunStopped
-        self.cancelled = True
-
     def _owned(self) -> Any:
         return Run.objects.filter(pk=self.run.pk, status=Run.Status.IN_PROGRESS, claims=self.claim)
+
+    def fence(self, **updates: Any) -> None:
+        """Writes `updates` to the run only while this worker still owns it, extending the lease and noticing a
+        cancel in the same statement. Raises RunStopped when another worker has the run (or it ended)."""
+        updates["lease_expires_at"] = timezone.now() + lease()
+        if not self._owned().filter(cancel_requested=False).update(**updates):
+            if not self._owned().update(**updates):
+                raise RunStopped
+            self.cancelled = True
+        self.fresh = True
+
+    def heartbeat(self) -> None:
+        """Extends the lease and notices a cancel, unless a fenced write just did."""
+        if not self.fresh:
+            self.fence()
+
+    @contextmanager
+    def lease_kept(self) -> Iterator[None]:
+        """Keeps the lease alive while this worker waits on something slow (a model call with its retries)."""
+        stop = threading.Event()
+        period = max(1.0, settings.KAGENT_RUN_LEASE_SECONDS / 3)
+
+        def renew() -> None:
+            try:
+                while not stop.wait(period):
+                    if not self._owned().update(lease_expires_at=timezone.now() + lease()):
+                        return
+            finally:
+                connections.close_all()
+
+        keeper = threading.Thread(target=renew, name=f"lease-{self.run.pk}", daemon=True)
+        keeper.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            keeper.join(timeout=10)
 
     # --- the loop ---------------------------------------------------------------------------------------------
 
@@ -118,6 +159,7 @@ class Engine:
     def _loop(self) -> None:
         while True:
             self.heartbeat()
+            self.fresh = False
             if self.cancelled:
                 self._finish_cancelled()
                 return
@@ -172,7 +214,8 @@ class Engine:
         )
         started = time.monotonic()
         try:
-            response = providers.complete(request)
+            with self.lease_kept():
+                response = providers.complete(request)
         finally:
             duration = int((time.monotonic() - started) * 1000)
         usage = self.run.usage or {}
@@ -181,10 +224,8 @@ class Engine:
             "output_tokens": usage.get("output_tokens", 0) + response.usage.output_tokens,
         }
         self.run.usage = usage
-        RunStep.objects.create(
-            run=self.run,
-            kind=RunStep.Kind.MODEL_CALL,
-            round=self.run.rounds,
+        self._add_step(
+            RunStep.Kind.MODEL_CALL,
             duration_ms=duration,
             data={
                 "model": response.model_name,
@@ -196,6 +237,12 @@ class Engine:
             },
         )
         return response
+
+    def _add_step(self, kind: str, *, data: dict[str, Any], duration_ms: int = 0, **updates: Any) -> None:
+        """Records a step only while this worker owns the run (a stale worker writes nothing)."""
+        with transaction.atomic():
+            self.fence(usage=self.run.usage, **updates)
+            RunStep.objects.create(run=self.run, kind=kind, round=self.run.rounds, duration_ms=duration_ms, data=data)
 
     def _start_round(self, response: ModelResponse) -> None:
         """Records the model's tool calls before any of them runs, with the transcript, in one transaction."""
@@ -218,11 +265,10 @@ class Engine:
                 )
             )
         assistant = Message(role="assistant", content=response.text, tool_calls=tuple(response.tool_calls))
+        self.transcript.append(assistant)
         with transaction.atomic():
+            self.fence(rounds=round_number, transcript=self._transcript_json(), usage=self.run.usage)
             ToolCall.objects.bulk_create(calls)
-            self.transcript.append(assistant)
-            if not self._owned().update(rounds=round_number, transcript=self._transcript_json(), usage=self.run.usage):
-                raise RunStopped
         self.run.rounds = round_number
         self.calls += calls
 
@@ -238,7 +284,8 @@ class Engine:
         for call in calls:
             if call.status in FINAL_CALLS or call.status == ToolCall.Status.AWAITING_OUTPUT:
                 continue
-            self.heartbeat()
+            self.heartbeat()  # step 6 of the policy check needs to know about a cancel now
+            self.fresh = False
             if call.status == ToolCall.Status.RUNNING:
                 # It may have reached the business before a crash: send it again with the same id.
                 spec = next((s for s in self.run.tool_set if s["name"] == call.name), None)
@@ -261,8 +308,7 @@ class Engine:
                     role="tool", content=self._shown(call), tool_call_id=call.model_call_id, name=call.requested_name
                 )
             )
-        if not self._owned().update(transcript=self._transcript_json(), usage=self.run.usage):
-            raise RunStopped
+        self.fence(transcript=self._transcript_json(), usage=self.run.usage)
         return True
 
     def _shown(self, call: ToolCall) -> str:
@@ -281,7 +327,7 @@ class Engine:
             tool_set=tuple(run.tool_set),
             verified=run.end_user_id is not None,
             has_session=run.session_id is not None,
-            actions_paused=self._live_actions_paused(),
+            actions_paused=self._live_actions_paused,
             business_hours=run.config.get("business_hours"),
             now=now,
             round=round_number,
@@ -426,38 +472,43 @@ class Engine:
             self.run.pushbacks += 1
             self.transcript.append(Message(role="assistant", content=text))
             self.transcript.append(Message(role="notice", content=truth.pushback_notice(claims, self.run.pushbacks)))
-            RunStep.objects.create(
-                run=self.run,
-                kind=RunStep.Kind.NOTICE,
-                round=self.run.rounds,
+            self._add_step(
+                RunStep.Kind.NOTICE,
                 data={"pushback": self.run.pushbacks, "claims": claims},
+                transcript=self._transcript_json(),
+                pushbacks=self.run.pushbacks,
             )
-            if not self._owned().update(
-                transcript=self._transcript_json(), pushbacks=self.run.pushbacks, usage=self.run.usage
-            ):
-                raise RunStopped
             return False
         now = timezone.now()
         output = {"text": text, "unverified_claims": claims}
+        final = {
+            "status": Run.Status.COMPLETED,
+            "output": output,
+            "completed_at": now,
+            "lease_expires_at": None,
+            "transcript": self._transcript_json() + [Message(role="assistant", content=text).to_dict()],
+            "usage": self.run.usage,
+        }
         with transaction.atomic():
-            if not self._owned().update(
-                status=Run.Status.COMPLETED,
-                output=output,
-                completed_at=now,
-                lease_expires_at=None,
-                transcript=self._transcript_json() + [Message(role="assistant", content=text).to_dict()],
-                usage=self.run.usage,
-            ):
-                raise RunStopped
-            ChatMessage.objects.create(
-                project_id=self.run.project_id,
-                session_id=self.run.session_id,
-                run=self.run,
-                role=ChatMessage.Role.ASSISTANT,
-                content=text,
-                created_at=now,
-            )
+            if not self._owned().filter(cancel_requested=False).update(**final):
+                self._stopped_before_finishing()
+                return True
+            if self.run.session_id is not None:  # one-shot runs keep their text on the run itself
+                ChatMessage.objects.create(
+                    project_id=self.run.project_id,
+                    session_id=self.run.session_id,
+                    run=self.run,
+                    role=ChatMessage.Role.ASSISTANT,
+                    content=text,
+                    created_at=now,
+                )
         return True
+
+    def _stopped_before_finishing(self) -> None:
+        """The final write missed: a cancel arrived (finish as cancelled) or the run is no longer ours."""
+        if not self._owned().exists():
+            raise RunStopped
+        self._finish_cancelled()
 
     def _pause(self, awaiting: list[ToolCall]) -> None:
         expires = timezone.now() + TOOL_OUTPUTS_TTL
@@ -466,36 +517,34 @@ class Engine:
             "expires_at": int(expires.timestamp()),
             "tool_calls": [{"call_id": c.pk, "name": c.name, "arguments": c.arguments or {}} for c in awaiting],
         }
-        if not self._owned().update(
-            status=Run.Status.REQUIRES_ACTION,
-            required_action=required,
-            expires_at=expires,
-            lease_expires_at=None,
-            transcript=self._transcript_json(),
-            usage=self.run.usage,
+        if (
+            not self._owned()
+            .filter(cancel_requested=False)
+            .update(
+                status=Run.Status.REQUIRES_ACTION,
+                required_action=required,
+                expires_at=expires,
+                lease_expires_at=None,
+                transcript=self._transcript_json(),
+                usage=self.run.usage,
+            )
         ):
-            raise RunStopped
+            self._stopped_before_finishing()
 
     def _finish_cancelled(self) -> None:
-        now = timezone.now()
-        with transaction.atomic():
-            ToolCall.objects.filter(
-                run=self.run, status__in=[ToolCall.Status.PENDING, ToolCall.Status.AWAITING_OUTPUT]
-            ).update(status=ToolCall.Status.CANCELLED, finished_at=now)
-            self._owned().update(status=Run.Status.CANCELLED, completed_at=now, lease_expires_at=None)
+        self._end(status=Run.Status.CANCELLED)
 
     def _fail(self, code: str, message: str) -> None:
+        self._end(status=Run.Status.FAILED, last_error={"code": code, "message": message}, usage=self.run.usage)
+
+    def _end(self, **fields: Any) -> None:
+        """A terminal state, written only while this worker owns the run; then its open calls are closed."""
         now = timezone.now()
         with transaction.atomic():
-            ToolCall.objects.filter(
-                run=self.run, status__in=[ToolCall.Status.PENDING, ToolCall.Status.AWAITING_OUTPUT]
-            ).update(status=ToolCall.Status.CANCELLED, finished_at=now)
-            self._owned().update(
-                status=Run.Status.FAILED,
-                last_error={"code": code, "message": message},
-                completed_at=now,
-                lease_expires_at=None,
-                usage=self.run.usage,
+            if not self._owned().update(completed_at=now, lease_expires_at=None, **fields):
+                return  # someone else has the run now, or it already ended: leave its calls alone
+            ToolCall.objects.filter(run=self.run, status__in=OPEN_CALLS).update(
+                status=ToolCall.Status.CANCELLED, finished_at=now
             )
 
 

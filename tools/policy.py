@@ -48,7 +48,7 @@ class PolicyContext:
     tool_set: tuple[dict[str, Any], ...]
     verified: bool
     has_session: bool
-    actions_paused: bool  # live: the agent's switch now, not when the segment started
+    actions_paused: Callable[[], bool]  # live: the agent's switch now, not when the segment started
     business_hours: dict[str, Any] | None
     now: datetime.datetime
     round: int
@@ -209,7 +209,7 @@ def policy_check(ctx: PolicyContext, requested_name: str, raw_arguments: str) ->
         )
 
     # 4. Available now.
-    if spec["effect"] == "action" and ctx.actions_paused:
+    if spec["effect"] == "action" and ctx.actions_paused():
         return _refuse(
             "not_available",
             "Actions are paused for this assistant right now. Don't promise the action: tell the customer it can't "
