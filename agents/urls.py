@@ -4,10 +4,10 @@ from agents import apis, knowledge
 
 urlpatterns = [
     path("agents", apis.AgentListCreateApi.as_view()),
-    path("agents/<str:agent_id>", apis.AgentDetailApi.as_view()),
-    path("agents/<str:agent_id>/publish", apis.AgentPublishApi.as_view()),
-    path("agents/<str:agent_id>/versions", apis.AgentVersionListApi.as_view()),
-    path("agents/<str:agent_id>/versions/<int:number>", apis.AgentVersionDetailApi.as_view()),
+    path("agents/<oid:agent_id>", apis.AgentDetailApi.as_view()),
+    path("agents/<oid:agent_id>/publish", apis.AgentPublishApi.as_view()),
+    path("agents/<oid:agent_id>/versions", apis.AgentVersionListApi.as_view()),
+    path("agents/<oid:agent_id>/versions/<int:number>", apis.AgentVersionDetailApi.as_view()),
     path("knowledge_sources", knowledge.KnowledgeSourceListCreateApi.as_view()),
-    path("knowledge_sources/<str:source_id>", knowledge.KnowledgeSourceDetailApi.as_view()),
+    path("knowledge_sources/<oid:source_id>", knowledge.KnowledgeSourceDetailApi.as_view()),
 ]

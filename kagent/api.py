@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -10,12 +11,14 @@ from django.db.models import Model, QuerySet
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from kagent.converters import ID_PATTERN
 from kagent.errors import ApiError
 from kagent.models import ApiKey, Project
 
 M = TypeVar("M", bound=Model)
 
 MAX_LIMIT = 100
+CURSOR_RE = re.compile(rf"^{ID_PATTERN}$")
 DEFAULT_LIMIT = 20
 
 
@@ -64,6 +67,8 @@ def paginate(request: Request, queryset: QuerySet[M], render: Callable[[M], dict
     limit = parse_limit(request)
     cursor = request.query_params.get("cursor")
     queryset = queryset.order_by("-pk")
+    if cursor is not None and not CURSOR_RE.match(cursor):
+        raise ApiError("invalid_parameter", "cursor is the `next` value of a previous page.")
     if cursor:
         queryset = queryset.filter(pk__lt=cursor)
     rows: list[M] = list(queryset[: limit + 1])

@@ -6,7 +6,7 @@ from kagent import apis
 
 urlpatterns = [
     path("secrets", apis.SecretListApi.as_view()),
-    path("secrets/<str:name>", apis.SecretDetailApi.as_view()),
+    path("secrets/<name:name>", apis.SecretDetailApi.as_view()),
     path("tool_signing_secret", apis.ToolSigningSecretApi.as_view()),
     path("tool_signing_secret/rotate", apis.ToolSigningSecretRotateApi.as_view()),
     path("end_user_secret", apis.EndUserSecretApi.as_view()),

@@ -77,8 +77,14 @@ Resolver = Callable[[str, int], Sequence[str]]
 
 # Codes of refusals decided by policy (EgressEvent.decision = refused); every other code is a call that was made.
 REFUSAL_CODES = frozenset(
-    {"url_not_allowed", "address_not_allowed", "dns_failed", "invalid_request", "header_not_allowed",
-     "egress_misconfigured"}
+    {
+        "url_not_allowed",
+        "address_not_allowed",
+        "dns_failed",
+        "invalid_request",
+        "header_not_allowed",
+        "egress_misconfigured",
+    }
 )
 
 
@@ -231,13 +237,7 @@ def url_check(url: str) -> TargetUrl:
             same_host = ipaddress.ip_address(parsed.host) == literal
     except ValueError:
         same_host = False
-    if (
-        parsed.scheme != "https"
-        or not same_host
-        or parsed.port != expected_port
-        or parsed.userinfo
-        or parsed.fragment
-    ):
+    if parsed.scheme != "https" or not same_host or parsed.port != expected_port or parsed.userinfo or parsed.fragment:
         raise _refuse_url("the URL is ambiguous")
     return TargetUrl(url=parsed, host=host, port=port, path=path)
 
@@ -450,7 +450,8 @@ class _GuardedStream(httpcore.NetworkStream):
         if exchange is not None:
             if exchange.policy is not self.policy and exchange.policy.denial(ipaddress.ip_address(self.address)):
                 raise EgressError(
-                    "address_not_allowed", "the pooled connection's address is not allowed",
+                    "address_not_allowed",
+                    "the pooled connection's address is not allowed",
                     resolved_address=self.address,
                 )
             timeout = exchange.clamp(timeout, httpcore.WriteTimeout)
@@ -779,8 +780,20 @@ def record_event_db(record: EgressRecord) -> None:
 # --- The client -----------------------------------------------------------------------------------------------
 
 _FORBIDDEN_HEADERS = frozenset(
-    {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
-     "forwarded", "x-real-ip", "expect", "accept-encoding"}
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "forwarded",
+        "x-real-ip",
+        "expect",
+        "accept-encoding",
+    }
 )
 _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 _HEADER_VALUE_RE = re.compile(r"^[\x20-\x7e\t]{0,8192}$")
@@ -876,40 +889,88 @@ class EgressClient:
             target = url_check(url)
             host, port, path = target.host, target.port, target.path
             response = self._send(
-                target=target, method=method, headers=headers, body=body, timeout_ms=timeout_ms,
-                started=started, outcome=outcome,
+                target=target,
+                method=method,
+                headers=headers,
+                body=body,
+                timeout_ms=timeout_ms,
+                started=started,
+                outcome=outcome,
             )
         except EgressError as exc:
             self._record(
-                project_id, purpose, method, host, port, _mask(path, secret_values),
-                exc.resolved_address or outcome["address"], exc.code, exc.status or outcome["status"],
-                outcome["bytes"], started,
+                project_id,
+                purpose,
+                method,
+                host,
+                port,
+                _mask(path, secret_values),
+                exc.resolved_address or outcome["address"],
+                exc.code,
+                exc.status or outcome["status"],
+                outcome["bytes"],
+                started,
             )
             raise
         self._record(
-            project_id, purpose, method, host, port, _mask(path, secret_values), response.resolved_address, "",
-            response.status, len(response.body), started,
+            project_id,
+            purpose,
+            method,
+            host,
+            port,
+            _mask(path, secret_values),
+            response.resolved_address,
+            "",
+            response.status,
+            len(response.body),
+            started,
         )
         return response
 
     def _record(
-        self, project_id: str | None, purpose: str, method: str, host: str, port: int | None, path: str,
-        address: str, code: str, status: int | None, size: int, started: float,
+        self,
+        project_id: str | None,
+        purpose: str,
+        method: str,
+        host: str,
+        port: int | None,
+        path: str,
+        address: str,
+        code: str,
+        status: int | None,
+        size: int,
+        started: float,
     ) -> None:
         if self._recorder is None:
             return
         decision = "refused" if code in REFUSAL_CODES else "allowed"
         self._recorder(
             EgressRecord(
-                project_id=project_id, purpose=str(purpose), method=str(method)[:10], host=host, port=port,
-                path=path, resolved_address=address, decision=decision, code=code, status=status,
-                bytes_received=size, duration_ms=int((time.monotonic() - started) * 1000),
+                project_id=project_id,
+                purpose=str(purpose),
+                method=str(method)[:10],
+                host=host,
+                port=port,
+                path=path,
+                resolved_address=address,
+                decision=decision,
+                code=code,
+                status=status,
+                bytes_received=size,
+                duration_ms=int((time.monotonic() - started) * 1000),
             )
         )
 
     def _send(
-        self, *, target: TargetUrl, method: str, headers: dict[str, str], body: bytes | None, timeout_ms: int,
-        started: float, outcome: dict[str, Any],
+        self,
+        *,
+        target: TargetUrl,
+        method: str,
+        headers: dict[str, str],
+        body: bytes | None,
+        timeout_ms: int,
+        started: float,
+        outcome: dict[str, Any],
     ) -> EgressResponse:
         if not isinstance(method, str) or method.upper() not in ALLOWED_METHODS:
             raise EgressError("invalid_request", "the method is not allowed")
@@ -943,14 +1004,20 @@ class EgressClient:
                 outcome["address"] = exchange.peer
                 if 300 <= response.status_code < 400:
                     raise EgressError(
-                        "redirect_not_followed", "the upstream answered with a redirect", status=response.status_code,
-                        resolved_address=exchange.peer, may_have_reached_upstream=True,
+                        "redirect_not_followed",
+                        "the upstream answered with a redirect",
+                        status=response.status_code,
+                        resolved_address=exchange.peer,
+                        may_have_reached_upstream=True,
                     )
                 declared = response.headers.get("content-length")
                 if declared is not None and declared.strip().isdigit() and int(declared) > MAX_RESPONSE_BYTES:
                     raise EgressError(
-                        "response_too_large", "the response is over 1 MiB", status=response.status_code,
-                        resolved_address=exchange.peer, may_have_reached_upstream=True,
+                        "response_too_large",
+                        "the response is over 1 MiB",
+                        status=response.status_code,
+                        resolved_address=exchange.peer,
+                        may_have_reached_upstream=True,
                     )
                 decoder = _BoundedDecoder(response.headers.get("content-encoding", ""), MAX_RESPONSE_BYTES)
                 parts: list[bytes] = []
@@ -985,7 +1052,9 @@ class EgressClient:
             raise
         except httpx.HTTPError as exc:  # anything httpx raised itself
             raise EgressError(
-                "bad_response", "the exchange failed", resolved_address=exchange.peer,
+                "bad_response",
+                "the exchange failed",
+                resolved_address=exchange.peer,
                 may_have_reached_upstream=exchange.sent,
             ) from exc
         finally:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
@@ -95,6 +96,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         if details:
             first = details[0]
             message = f"{first['path']}: {first['message']}"
+    elif isinstance(exc, RequestDataTooBig):
+        status, code, message, details = 413, "request_too_large", "The request body is too large.", None
     elif isinstance(exc, (Http404, drf.NotFound)):
         status, code, message, details = 404, "not_found", "No such object in this project.", None
     elif isinstance(exc, (DjangoPermissionDenied,)):

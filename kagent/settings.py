@@ -228,7 +228,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["kagent.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["kagent.auth.SecretKeyRequired"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["kagent.parsers.StrictJSONParser"],
     "EXCEPTION_HANDLER": "kagent.errors.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,

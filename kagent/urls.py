@@ -1,8 +1,12 @@
-from django.urls import include, path, re_path
+from django.urls import include, path, re_path, register_converter
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
 from kagent import errors
+from kagent.converters import NameConverter, ObjectIdConverter
 from kagent.health import healthz
+
+register_converter(ObjectIdConverter, "oid")
+register_converter(NameConverter, "name")
 
 handler404 = "kagent.errors.handler404"
 handler500 = "kagent.errors.handler500"

@@ -179,8 +179,17 @@ def run_create(*, project: Project, api_key: ApiKey, data: dict[str, Any]) -> Ru
     if len(text) > MAX_INPUT:
         raise Unprocessable("invalid_request", f"input is at most {MAX_INPUT} characters.")
     store = _bool(data.get("store"), "store", True)
-    sandbox = _bool(data.get("sandbox"), "sandbox", False)
-    run_real_actions = _bool(data.get("run_real_actions"), "run_real_actions", False)
+    sandbox_value = data.get("sandbox")
+    if isinstance(sandbox_value, dict):  # `"sandbox": {"run_real_actions": true}` reads as well as the flat form
+        if set(sandbox_value) - {"run_real_actions"}:
+            raise Unprocessable("invalid_request", 'sandbox is true/false or {"run_real_actions": true/false}.')
+        sandbox = True
+        run_real_actions = _bool(sandbox_value.get("run_real_actions"), "sandbox.run_real_actions", False)
+        if "run_real_actions" in data:
+            raise Unprocessable("invalid_request", "Give run_real_actions once, inside sandbox or beside it.")
+    else:
+        sandbox = _bool(sandbox_value, "sandbox", False)
+        run_real_actions = _bool(data.get("run_real_actions"), "run_real_actions", False)
     one_shot = data.get("session") is None
     if "allow_actions" in data and not one_shot:
         raise Unprocessable("invalid_request", "allow_actions is for one-shot runs; a session run follows its session.")
@@ -322,6 +331,8 @@ def run_submit_tool_outputs(*, run: Run, data: dict[str, Any]) -> Run:
             if not isinstance(item, dict) or set(item) - {"call_id", "output", "is_error"} or "call_id" not in item:
                 raise Unprocessable("invalid_request", f'{path}: each output is {{"call_id", "output", "is_error"}}.')
             call_id = item["call_id"]
+            if not isinstance(call_id, str):
+                raise Unprocessable("invalid_request", f"{path}.call_id is the string id of an open tool call.")
             if call_id in seen:
                 raise Unprocessable("duplicate_call_id", f"{path}: {str(call_id)[:60]} is answered twice.")
             seen.add(call_id)
@@ -329,7 +340,7 @@ def run_submit_tool_outputs(*, run: Run, data: dict[str, Any]) -> Run:
                 raise Unprocessable(
                     "unknown_call_id", f"{path}: {str(call_id)[:60]} is not an open tool call of this run."
                 )
-            is_error = item.get("is_error", False)
+            is_error = item.get("is_error") or False
             if not isinstance(is_error, bool):
                 raise Unprocessable("invalid_request", f"{path}.is_error is true or false.")
             size = len(json.dumps(item.get("output"), ensure_ascii=False).encode())

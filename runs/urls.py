@@ -4,14 +4,14 @@ from runs import apis, desk
 
 urlpatterns = [
     path("sessions", apis.SessionCreateApi.as_view()),
-    path("sessions/<str:session_id>", apis.SessionDetailApi.as_view()),
-    path("sessions/<str:session_id>/messages", apis.SessionMessagesApi.as_view()),
+    path("sessions/<oid:session_id>", apis.SessionDetailApi.as_view()),
+    path("sessions/<oid:session_id>/messages", apis.SessionMessagesApi.as_view()),
     path("runs", apis.RunCreateApi.as_view()),
-    path("runs/<str:run_id>", apis.RunDetailApi.as_view()),
-    path("runs/<str:run_id>/steps", apis.RunStepsApi.as_view()),
-    path("runs/<str:run_id>/submit_tool_outputs", apis.RunSubmitToolOutputsApi.as_view()),
-    path("runs/<str:run_id>/cancel", apis.RunCancelApi.as_view()),
+    path("runs/<oid:run_id>", apis.RunDetailApi.as_view()),
+    path("runs/<oid:run_id>/steps", apis.RunStepsApi.as_view()),
+    path("runs/<oid:run_id>/submit_tool_outputs", apis.RunSubmitToolOutputsApi.as_view()),
+    path("runs/<oid:run_id>/cancel", apis.RunCancelApi.as_view()),
     path("tickets", desk.TicketListApi.as_view()),
-    path("tickets/<str:ticket_id>", desk.TicketDetailApi.as_view()),
+    path("tickets/<oid:ticket_id>", desk.TicketDetailApi.as_view()),
     path("handoffs", desk.HandoffListApi.as_view()),
 ]

@@ -136,7 +136,11 @@ def _schema_problems(spec: dict[str, Any], arguments: Any) -> list[str]:
     schema.setdefault("additionalProperties", False)  # strict: no argument the schema doesn't name
     validator = StrictValidator(schema)
     problems = []
-    for error in sorted(validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path))):
+    try:
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path)))
+    except Exception:  # a tenant schema that can't be evaluated (e.g. a $ref to nowhere) runs nothing
+        return ["the tool's parameter schema can't be checked; this tool can't be used right now"]
+    for error in errors:
         where = ".".join(map(str, error.absolute_path)) or "arguments"
         message = error.message if len(error.message) < 160 else error.message[:159] + "…"
         problems.append(f"{where}: {message}")

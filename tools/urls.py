@@ -4,5 +4,5 @@ from tools import apis
 
 urlpatterns = [
     path("tools", apis.ToolListCreateApi.as_view()),
-    path("tools/<str:name>", apis.ToolDetailApi.as_view()),
+    path("tools/<name:name>", apis.ToolDetailApi.as_view()),
 ]

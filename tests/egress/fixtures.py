@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from kagent.egress import EgressClient
 from tests.egress.upstream import Upstream, bind_upstream, server_context, write_certs
 
 # Two tool signing secrets, as during a rotation: newest first.
@@ -122,13 +121,6 @@ def egress_settings(settings: Any, upstream: Upstream, internal: Upstream, ca_fi
     )
     settings.KAGENT_OWN_HOSTS = ["kagent.test", "203.0.113.7"]
     return settings
-
-
-@pytest.fixture
-def client() -> Iterator[EgressClient]:
-    egress = EgressClient()
-    yield egress
-    egress.close()
 
 
 @pytest.fixture

@@ -218,8 +218,15 @@ def test_dot_segments_after_substitution_are_refused(value):
     assert refused(arguments={"order_number": value}).code == "unsafe_path"
 
 
-@pytest.mark.parametrize("literal", ["/a/%2e%2e/{{args.order_number}}", "/a/%2E/{{args.order_number}}",
-                                     "/a/%252e%252e/{{args.order_number}}", "/a/../{{args.order_number}}"])
+@pytest.mark.parametrize(
+    "literal",
+    [
+        "/a/%2e%2e/{{args.order_number}}",
+        "/a/%2E/{{args.order_number}}",
+        "/a/%252e%252e/{{args.order_number}}",
+        "/a/../{{args.order_number}}",
+    ],
+)
 def test_dot_segments_in_the_template_are_refused(literal):
     assert refused(tool_with(url=f"https://api.example.com{literal}")).code == "unsafe_path"
 
@@ -252,9 +259,23 @@ def test_header_values_cannot_add_headers():
 
 @pytest.mark.parametrize(
     "name",
-    ["Host", "host", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP", "Connection",
-     "Transfer-Encoding", "Content-Length", "Proxy-Authorization", "proxy-connection", "User-Agent",
-     "webhook-id", "Webhook-Signature", "webhook-timestamp"],
+    [
+        "Host",
+        "host",
+        "Forwarded",
+        "X-Forwarded-For",
+        "X-Forwarded-Host",
+        "X-Real-IP",
+        "Connection",
+        "Transfer-Encoding",
+        "Content-Length",
+        "Proxy-Authorization",
+        "proxy-connection",
+        "User-Agent",
+        "webhook-id",
+        "Webhook-Signature",
+        "webhook-timestamp",
+    ],
 )
 def test_forbidden_headers(name):
     assert refused(tool_with(headers={name: "x"})).code == "forbidden_header"
@@ -263,8 +284,9 @@ def test_forbidden_headers(name):
 def test_text_parameters_are_refused_in_url_and_headers():
     params = {"type": "object", "properties": {"order_number": {"type": "string", "x-kagent-format": "text"}}}
     assert refused(tool_with(parameters=params)).code == "invalid_template"
-    headers_tool = tool_with(parameters=params, url="https://api.example.com/x",
-                             headers={"X-Note": "{{args.order_number}}"})
+    headers_tool = tool_with(
+        parameters=params, url="https://api.example.com/x", headers={"X-Note": "{{args.order_number}}"}
+    )
     assert refused(headers_tool).code == "invalid_template"
 
 
@@ -272,15 +294,17 @@ def test_text_parameters_are_refused_in_url_and_headers():
 
 
 def test_body_exact_placeholder_takes_the_json_value_and_text_is_escaped():
-    tool = body_tool({
-        "order": "{{args.order_number}}",
-        "qty": "{{args.quantity}}",
-        "items": "{{args.items}}",
-        "summary": "Order {{args.order_number}}: {{args.note}}",
-        "customer": "{{end_user.external_id}}",
-        "literal": 5,
-        "nested": {"store": "{{var.store_id}}", "list": ["{{args.order_number}}", "x"]},
-    })
+    tool = body_tool(
+        {
+            "order": "{{args.order_number}}",
+            "qty": "{{args.quantity}}",
+            "items": "{{args.items}}",
+            "summary": "Order {{args.order_number}}: {{args.note}}",
+            "customer": "{{end_user.external_id}}",
+            "literal": 5,
+            "nested": {"store": "{{var.store_id}}", "list": ["{{args.order_number}}", "x"]},
+        }
+    )
     note = 'He said "hi"\nand left\u200b \u202egnp.exe'
     rendered = render(tool, {"order_number": "٨٨١٢", "quantity": 3, "items": ["a", "b"], "note": note})
     body = json.loads(rendered.body)
@@ -335,8 +359,9 @@ def test_preview_masks_secrets_everywhere():
         url="https://api.example.com/k/{{secret.ORDERS_TOKEN}}?t={{secret.ORDERS_TOKEN}}",
         body={"token": "{{secret.ORDERS_TOKEN}}", "text": "key={{secret.ORDERS_TOKEN}}"},
     )
-    preview = render_preview(tool=tool, arguments={"order_number": "1"}, end_user=USER, variables={},
-                             secret_lookup=lookup)
+    preview = render_preview(
+        tool=tool, arguments={"order_number": "1"}, end_user=USER, variables={}, secret_lookup=lookup
+    )
     dumped = json.dumps(preview, ensure_ascii=False)
     assert ORDERS_TOKEN not in dumped and ORDERS_TOKEN[:-4] not in dumped
     assert preview["headers"]["Authorization"] == "Bearer ••••3210"
@@ -381,8 +406,11 @@ STRUCTURE_TOOL = tool_with(
     headers={"X-A": "pre-{{args.b}}", "X-B": "{{args.b}}"},
     parameters={
         "type": "object",
-        "properties": {"a": {"type": "string"}, "b": {"type": "string"}, "c": {"type": "string",
-                                                                                 "x-kagent-format": "text"}},
+        "properties": {
+            "a": {"type": "string"},
+            "b": {"type": "string"},
+            "c": {"type": "string", "x-kagent-format": "text"},
+        },
         "required": ["a", "b", "c"],
     },
     body={"a": "{{args.a}}", "c": "{{args.c}}", "mixed": "c={{args.c}}"},
@@ -418,8 +446,11 @@ VALID_TOKEN = st.text(alphabet=st.sampled_from(list("aZ09٣۷ طب._@:+-ا")), m
 
 
 @settings(max_examples=300, deadline=None)
-@given(a=VALID_TOKEN, b=VALID_TOKEN.filter(str.isascii), c=st.text(min_size=1, max_size=1000).filter(
-    lambda s: any(ch.isalnum() for ch in s)))
+@given(
+    a=VALID_TOKEN,
+    b=VALID_TOKEN.filter(str.isascii),
+    c=st.text(min_size=1, max_size=1000).filter(lambda s: any(ch.isalnum() for ch in s)),
+)
 def test_valid_arguments_always_render_with_the_same_structure(a: str, b: str, c: str):
     rendered = render(STRUCTURE_TOOL, {"a": a, "b": b, "c": c})  # must not raise
     url = httpx.URL(rendered.url)
@@ -427,8 +458,12 @@ def test_valid_arguments_always_render_with_the_same_structure(a: str, b: str, c
     segments = url.raw_path.split(b"?")[0].split(b"/")
     assert len(segments) == 5
     assert [unquote(segments[2].decode()), unquote(segments[4].decode())] == [
-        a.translate(str.maketrans("٣۷", "37")), b.translate(str.maketrans("٣۷", "37"))
+        a.translate(str.maketrans("٣۷", "37")),
+        b.translate(str.maketrans("٣۷", "37")),
     ]
-    assert url.params.multi_items() == [("x", unquote(segments[2].decode())), ("y", "lit"),
-                                        ("z", unquote(segments[4].decode()))]
+    assert url.params.multi_items() == [
+        ("x", unquote(segments[2].decode())),
+        ("y", "lit"),
+        ("z", unquote(segments[4].decode())),
+    ]
     assert rendered.headers["X-B"] == b.translate(str.maketrans("٣۷", "37"))

@@ -1,0 +1,28 @@
+"""URL converters for `/v1` paths: an id that can't be one of ours never reaches a query (it is a plain 404)."""
+
+from __future__ import annotations
+
+ID_PATTERN = r"[a-z]{2,5}_[0-9a-z]{26}"
+
+
+class ObjectIdConverter:
+    regex = ID_PATTERN
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+class NameConverter:
+    """A tool or secret name as typed: its own rules are checked (with a 422) by the service; control characters
+    and NUL never get that far."""
+
+    regex = r"[^/\x00-\x1f\x7f]{1,200}"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
