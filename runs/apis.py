@@ -244,7 +244,9 @@ class RunCreateApi(ProjectApi):
     def post(self, request: Request) -> Response:
         data = request_object(request)
         wait = _wait_seconds(data.get("wait"))
-        run = services.run_create(project=self.project, api_key=self.api_key, data=data)
+        run = services.run_create(
+            project=self.project, api_key=self.api_key, data=data, client_ip=request.META.get("REMOTE_ADDR", "")
+        )
         if wait:
             deadline = time.monotonic() + wait
             while time.monotonic() < deadline:

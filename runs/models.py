@@ -81,7 +81,7 @@ class Run(models.Model):
     end_user = models.ForeignKey(EndUser, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
     created_by_key = models.ForeignKey(ApiKey, on_delete=models.SET_NULL, null=True, blank=True)
     # Who limits count against: "eu:<id>" for a verified user, "ses:<id>" for an anonymous session.
-    rate_key = models.CharField(max_length=60)
+    rate_key = models.CharField(max_length=100)
 
     input = models.TextField(blank=True)
     store = models.BooleanField(default=True)
@@ -166,7 +166,7 @@ class ToolCall(models.Model):
     effect = models.CharField(max_length=12, blank=True)
     arguments = models.JSONField(null=True, blank=True)
     arguments_hash = models.CharField(max_length=64, blank=True)
-    rate_key = models.CharField(max_length=60)
+    rate_key = models.CharField(max_length=100)
     policy_decision = models.CharField(max_length=10, blank=True)  # allowed | refused
     policy_code = models.CharField(max_length=40, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
@@ -199,7 +199,7 @@ class Ticket(models.Model):
     end_user = models.ForeignKey(EndUser, on_delete=models.SET_NULL, null=True, blank=True)
     session = models.ForeignKey(Session, on_delete=models.SET_NULL, null=True, blank=True)
     run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True)
-    rate_key = models.CharField(max_length=60)
+    rate_key = models.CharField(max_length=100)
     tool_call_id = models.CharField(max_length=40, unique=True, null=True, blank=True)
     is_test = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from datetime import timedelta
@@ -132,13 +133,20 @@ def _segment_for(
     facts: ToolSetFacts,
     now: Any,
 ) -> Segment:
-    """The session's current segment, or a new one (first run, version change, or 30 minutes idle)."""
+    """The session's current segment, or a new one (first run, version change, or 30 minutes idle).
+
+    The segment's tool set is built as for a stored run; a `store: false` run leaves its client tools out itself.
+    A test-panel session runs the draft, so its segment also ends when the draft's tool set changes.
+    """
     last = session.segments.order_by("-number").first()
     number = version.number if version else None
+    segment_facts = dataclasses.replace(facts, store=True)
+    draft_tools = tool_set_build(config=config, http_tools=http_tools, facts=segment_facts) if version is None else None
     if (
         last is not None
         and last.version_number == number
         and (version is None or last.version_id == version.pk)
+        and (draft_tools is None or last.tool_set == draft_tools)
         and now - session.last_activity_at < SEGMENT_IDLE
     ):
         return last
@@ -147,13 +155,15 @@ def _segment_for(
         number=(last.number + 1) if last else 1,
         version=version,
         version_number=number,
-        tool_set=tool_set_build(config=config, http_tools=http_tools, facts=facts),
+        tool_set=draft_tools
+        if draft_tools is not None
+        else tool_set_build(config=config, http_tools=http_tools, facts=segment_facts),
         started_at=now,
     )
 
 
 @transaction.atomic
-def run_create(*, project: Project, api_key: ApiKey, data: dict[str, Any]) -> Run:
+def run_create(*, project: Project, api_key: ApiKey, data: dict[str, Any], client_ip: str = "") -> Run:
     _check_fields(
         data,
         {
@@ -246,7 +256,10 @@ def run_create(*, project: Project, api_key: ApiKey, data: dict[str, Any]) -> Ru
         tool_set = segment.tool_set if store else without_client_tools(segment.tool_set)
         history = _history(session)
         for open_run in Run.objects.filter(session=session, status__in=Run.ACTIVE):
-            run_cancel(run=open_run, reason="superseded")
+            try:
+                run_cancel(run=open_run, reason="superseded")
+            except Conflict:
+                pass  # it finished on its own a moment ago: nothing left to supersede
         Session.objects.filter(pk=session.pk).update(last_activity_at=now)
     else:
         tool_set = tool_set_build(config=config, http_tools=http_tools, facts=facts)
@@ -277,7 +290,8 @@ def run_create(*, project: Project, api_key: ApiKey, data: dict[str, Any]) -> Ru
     elif session is not None:
         run.rate_key = f"ses:{session.pk}"
     else:
-        run.rate_key = f"run:{run.pk}"  # an anonymous one-shot call has no identity to count against
+        # An anonymous one-shot call has no identity: it counts against the key and the caller's address.
+        run.rate_key = f"anon:{api_key.pk}:{client_ip[:45]}"
     run.transcript = [m.to_dict() for m in history] + [Message(role="user", content=text).to_dict()]
     run.save(force_insert=True)
     ChatMessage.objects.create(
@@ -290,23 +304,26 @@ def run_create(*, project: Project, api_key: ApiKey, data: dict[str, Any]) -> Ru
 def run_cancel(*, run: Run, reason: str = "requested") -> Run:
     """A queued or paused run is cancelled at once; a running one stops at its next step."""
     now = timezone.now()
-    updated = Run.objects.filter(pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.REQUIRES_ACTION]).update(
-        status=Run.Status.CANCELLED,
-        cancellation_reason=reason,
-        cancel_requested=True,
-        completed_at=now,
-        required_action=None,
-        expires_at=None,
-    )
-    if updated:
-        ToolCall.objects.filter(run=run, status__in=[ToolCall.Status.PENDING, ToolCall.Status.AWAITING_OUTPUT]).update(
-            status=ToolCall.Status.CANCELLED, finished_at=now
-        )
-    elif not Run.objects.filter(pk=run.pk, status=Run.Status.IN_PROGRESS).update(
-        cancel_requested=True, cancellation_reason=reason
-    ):
-        run.refresh_from_db()
-        raise Conflict("run_not_active", f"This run is already {run.status}; only an active run can be cancelled.")
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        if locked.status in (Run.Status.QUEUED, Run.Status.REQUIRES_ACTION):
+            Run.objects.filter(pk=run.pk).update(
+                status=Run.Status.CANCELLED,
+                cancellation_reason=reason,
+                cancel_requested=True,
+                completed_at=now,
+                required_action=None,
+                expires_at=None,
+            )
+            ToolCall.objects.filter(
+                run=run, status__in=[ToolCall.Status.PENDING, ToolCall.Status.AWAITING_OUTPUT]
+            ).update(status=ToolCall.Status.CANCELLED, finished_at=now)
+        elif locked.status == Run.Status.IN_PROGRESS:
+            Run.objects.filter(pk=run.pk).update(cancel_requested=True, cancellation_reason=reason)
+        else:
+            raise Conflict(
+                "run_not_active", f"This run is already {locked.status}; only an active run can be cancelled."
+            )
     run.refresh_from_db()
     return run
 

@@ -259,3 +259,36 @@ def test_worker_killed_during_an_http_call_retries_it_with_the_same_webhook_id(
     assert call.status == "succeeded" and call.attempts == 2
     # The model call after it failed once and was retried: the succeeded tool call was not sent a third time.
     assert len(upstream.received) == 2
+
+
+@pytest.mark.django_db
+def test_anonymous_one_shot_calls_share_a_limit_per_key_and_address(h, upstream, egress_settings):
+    tool = order_tool(requires_verified_user=False)
+    tool["config"] = {**tool["config"], "url": "https://tools.test:8443/respond/order/orders/{{args.order_number}}"}
+    setup_tool(h, upstream, tool)
+    agent = h.agent(
+        "anon-limit",
+        [calls(("order_status", {"order_number": "1"})), text("ok")],
+        tools={"http": [{"tool": "order_status"}]},
+    )
+    first = h.run(agent, "x")
+    second = h.run(agent, "y")
+    rate_keys = set(Run.objects.values_list("rate_key", flat=True))
+    assert len(rate_keys) == 1 and rate_keys.pop().startswith("anon:")
+    template = ToolCall.objects.get(run_id=first["id"])
+    for n in range(18):  # with the two real calls: 20 in the last hour
+        ToolCall.objects.create(
+            project=template.project,
+            run=template.run,
+            round=9,
+            index=n,
+            model_call_id="m",
+            requested_name="order_status",
+            name="order_status",
+            kind="http",
+            rate_key=template.rate_key,
+            policy_decision="allowed",
+        )
+    third = h.run(agent, "z")
+    assert h.tool_steps(second["id"])[0]["status"] == "succeeded"
+    assert h.tool_steps(third["id"])[0]["policy"]["code"] == "rate_limited"

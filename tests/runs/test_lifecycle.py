@@ -371,3 +371,44 @@ def test_sweeper_resends_a_lost_queue_message_and_purges_unread_private_runs(h, 
     assert counts["resent"] == 1 and counts["purged"] == 1
     assert Run.objects.get(pk=lost["id"]).queued_at > timezone.now() - datetime.timedelta(seconds=30)
     assert Run.objects.get(pk=private["id"]).input == ""
+
+
+def test_a_private_first_run_does_not_strip_client_tools_from_the_segment(h):
+    agent = h.agent("seg-store", [text("a"), text("b")], tools={"client": [CART]})
+    session = h.session(agent)
+    h.run(agent, "first", session=session, store=False)
+    assert "get_cart" not in h.fake.requests("seg-store")[0].tool_names
+    h.run(agent, "second", session=session)
+    assert "get_cart" in h.fake.requests("seg-store")[-1].tool_names
+
+
+def test_test_panel_session_follows_draft_edits(h):
+    agent = h.agent(
+        "panel-seg",
+        [text("a"), text("b")],
+        publish=False,
+        tools={"builtin": {"transfer_to_human": {"enabled": True, "rules": "OLD RULES"}}},
+    )
+    session = h.session(agent)
+    h.run(agent, "first", session=session, sandbox=True)
+    h.api.patch(
+        f"/v1/agents/{agent}",
+        {"config": {"tools": {"builtin": {"transfer_to_human": {"enabled": True, "rules": "NEW RULES"}}}}},
+        format="json",
+    )
+    h.run(agent, "second", session=session, sandbox=True)
+    tool = next(
+        t for t in h.fake.requests("panel-seg")[-1].body["tools"] if t["function"]["name"] == "transfer_to_human"
+    )
+    assert "NEW RULES" in tool["function"]["description"] and "OLD RULES" not in tool["function"]["description"]
+
+
+def test_superseding_a_run_that_just_finished_is_not_an_error(h):
+    agent = h.agent("finished", [text("one"), text("two")])
+    session = h.session(agent)
+    first = h.run(agent, "first", session=session)
+    assert first["status"] == "completed"
+    second = h.start(agent, "second", session=session)  # nothing open to supersede: fine
+    assert h.drive(second["id"])["status"] == "completed"
+    response = h.api.post(f"/v1/runs/{first['id']}/cancel")
+    assert response.status_code == 409 and error(response) == "run_not_active"
