@@ -30,8 +30,8 @@ from kagent.secrets import secret_resolve, signing_secrets_valid
 from runs import providers, truth
 from runs.builtin_tools import builtin_execute, searchable_sources
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
+from runs.models import Handoff, Run, RunStep, Ticket, ToolCall
 from runs.models import Message as ChatMessage
-from runs.models import Run, RunStep, Ticket, ToolCall
 from tools.http_call import http_tool_call
 from tools.policy import PolicyContext, parse_arguments, policy_check
 from tools.shaping import DATA_NOTICE
@@ -448,21 +448,37 @@ class Engine:
     # --- endings ----------------------------------------------------------------------------------------------
 
     def _facts(self) -> truth.RunFacts:
-        tickets, handoff, change, last_failed = set(), False, False, None
+        tickets: set[str] = set()
+        handoff, any_success, last_failed = False, False, None
         for call in self.calls:
-            # A ticket number any tool result names (a new ticket, or the open one a refusal points to) is real.
-            tickets.update(f"TKT-{n}" for n in TICKET_NUMBER_RE.findall(json.dumps(call.result or {})))
+            if call.name == "create_ticket":
+                # A ticket number a create_ticket result names (a new ticket, or the open one a refusal points to).
+                tickets.update(f"TKT-{int(n)}" for n in TICKET_NUMBER_RE.findall(json.dumps(call.result or {})))
             if call.status == ToolCall.Status.SUCCEEDED:
-                if call.simulated:
-                    change = True
-                if call.name == "transfer_to_human":
-                    handoff = True
-                if call.effect in ("action", "escalation"):
-                    change = True
+                any_success = True
+                handoff = handoff or call.name == "transfer_to_human"
                 last_failed = None
-            elif call.status in (ToolCall.Status.FAILED, ToolCall.Status.REFUSED):
+            elif call.status == ToolCall.Status.FAILED or (
+                call.status == ToolCall.Status.REFUSED and call.policy_code != "duplicate_call"
+            ):
+                # A duplicate is refused because the same call already succeeded: not a failure.
                 last_failed = call.name or call.requested_name
-        return truth.RunFacts(frozenset(tickets), handoff, change, last_failed)
+        run = self.run
+
+        def ticket_numbers() -> frozenset[str]:
+            # This customer's earlier tickets are real too: "your ticket TKT-3" in a later reply is true.
+            earlier = Ticket.objects.filter(project_id=run.project_id, rate_key=run.rate_key, is_test=run.sandbox)
+            return frozenset(tickets | {f"TKT-{n}" for n in earlier.values_list("number", flat=True)[:200]})
+
+        def handoff_done() -> bool:
+            if handoff:
+                return True
+            return (
+                run.session_id is not None
+                and Handoff.objects.filter(session_id=run.session_id, status=Handoff.Status.OPEN).exists()
+            )
+
+        return truth.RunFacts(ticket_numbers, handoff_done, any_success, last_failed)
 
     def _finish_with_answer(self, text: str) -> bool:
         """True when the run completed; False when the answer was pushed back to the model."""

@@ -257,3 +257,30 @@ def test_final_answer_with_tools_disabled_after_the_last_round(h):
     codes = [c["policy"]["code"] for c in h.tool_steps(run["id"])]
     assert codes == ["invalid_arguments", "invalid_arguments", "round_budget_exhausted"]
     assert not Handoff.objects.exists()
+
+
+def test_a_ticket_or_handoff_from_an_earlier_reply_is_not_a_false_claim(h):
+    agent = h.agent(
+        "earlier",
+        [
+            calls(
+                ("create_ticket", {"title": "Late", "description": "Order late"}),
+                ("transfer_to_human", {"reason_type": "complaint", "summary": "Late order"}),
+            ),
+            text("Ticket TKT-1 is open and the team has the conversation."),
+            text("Your ticket TKT-1 is open and I've passed this to our team; they'll continue here."),
+        ],
+        tools={"builtin": {"create_ticket": {"enabled": True}}},
+    )
+    session = h.session(agent, **VERIFIED)
+    h.run(agent, "my order is late", session=session, **VERIFIED)
+    later = h.run(agent, "any news?", session=session, **VERIFIED)
+    assert later["output"]["unverified_claims"] == []
+    assert len(h.fake.requests("earlier")) == 3  # no push-back
+
+
+def test_done_after_a_duplicate_is_not_a_false_claim(h):
+    same = ("transfer_to_human", {"reason_type": "complaint", "summary": "x"})
+    agent = h.agent("dup-done", [calls(same), calls(same), text("Done: the team has it.")])
+    run = h.run(agent)
+    assert run["output"]["unverified_claims"] == []
