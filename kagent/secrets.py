@@ -175,8 +175,10 @@ def signing_secret_rotate(*, project: Project, purpose: str) -> str:
 
 def signing_secrets_valid(*, project: Project, purpose: str) -> list[str]:
     """Every secret that signs (and verifies) now, newest first: two during a rotation's overlap."""
-    signing_secret_current(project=project, purpose=purpose)
-    rows = _valid_signing_rows(project, purpose).order_by("-created_at")
+    rows = list(_valid_signing_rows(project, purpose).order_by("-created_at"))
+    if not any(row.expires_at is None for row in rows):  # none yet: make the current one
+        signing_secret_current(project=project, purpose=purpose)
+        rows = list(_valid_signing_rows(project, purpose).order_by("-created_at"))
     return [_decrypt_row(row) for row in rows]
 
 

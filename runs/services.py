@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from agents.models import Agent, AgentVersion
@@ -210,8 +211,20 @@ def run_create(*, project: Project, api_key: ApiKey, data: dict[str, Any], clien
     if sandbox and not api_key.is_secret:
         raise ApiError("sandbox_requires_secret_key", "Sandbox runs need a secret key (or the dashboard).", status=403)
 
-    agent = agent_get(project=project, agent_id=data["agent"])
     version: AgentVersion | None = None
+    if not sandbox and data.get("version") is None:
+        # The common case in one query: the agent with its latest published version.
+        version = (
+            AgentVersion.objects.select_related("agent")
+            .filter(
+                project=project,
+                agent_id=data["agent"],
+                agent__deleted_at__isnull=True,
+                number=F("agent__latest_version_number"),
+            )
+            .first()
+        )
+    agent = version.agent if version is not None else agent_get(project=project, agent_id=data["agent"])
     if sandbox:
         if data.get("version") is not None:
             raise Unprocessable("invalid_request", "A sandbox run uses the draft; don't pin a version.")
@@ -225,10 +238,8 @@ def run_create(*, project: Project, api_key: ApiKey, data: dict[str, Any], clien
             version = AgentVersion.objects.filter(agent=agent, number=pinned).first()
             if version is None:
                 raise NotFound("This agent has no version with that number.")
-        else:
-            if agent.latest_version_number is None:
-                raise Conflict("not_published", "This agent has no published version yet. Publish it first.")
-            version = AgentVersion.objects.get(agent=agent, number=agent.latest_version_number)
+        elif version is None:
+            raise Conflict("not_published", "This agent has no published version yet. Publish it first.")
         config, http_tools = version.config, version.http_tools
 
     identity = identity_resolve(
@@ -294,9 +305,10 @@ def run_create(*, project: Project, api_key: ApiKey, data: dict[str, Any], clien
         run.rate_key = f"anon:{api_key.pk}:{client_ip[:45]}"
     run.transcript = [m.to_dict() for m in history] + [Message(role="user", content=text).to_dict()]
     run.save(force_insert=True)
-    ChatMessage.objects.create(
-        project=project, session=session, run=run, role=ChatMessage.Role.USER, content=text, created_at=now
-    )
+    if session is not None:  # a one-shot run keeps its input on the run itself
+        ChatMessage.objects.create(
+            project=project, session=session, run=run, role=ChatMessage.Role.USER, content=text, created_at=now
+        )
     _enqueue(run.pk)
     return run
 
