@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -478,8 +479,8 @@ def _bench(
     def client() -> Client:
         return Client(HTTP_AUTHORIZATION=f"Bearer {secret_key}")
 
-    def post(c: Client, path: str, body: dict[str, Any], expect: int) -> dict[str, Any]:
-        response = c.post(path, json.dumps(body), content_type="application/json")
+    def post(c: Client, path: str, body: dict[str, Any], expect: int, **extra: str) -> dict[str, Any]:
+        response = c.post(path, json.dumps(body), content_type="application/json", **extra)
         if response.status_code != expect:
             raise SystemExit(f"POST {path} answered {response.status_code}: {response.content[:500]!r}")
         data: dict[str, Any] = response.json()
@@ -503,8 +504,14 @@ def _bench(
     post(api, f"/v1/agents/{agent_id}/publish", {}, 201)
     run_body = {"agent": agent_id, "input": f"Where is my order {ORDER}?"}
 
+    customers = itertools.count(1)
+
     def submit(c: Client) -> str:
-        return str(post(c, "/v1/runs", run_body, 201)["id"])
+        # Each run is another anonymous customer (another address), as in production: the per-customer limits of
+        # the policy check (HTTP tools 20 an hour) must not turn the benchmark's tool calls into refusals.
+        n = next(customers)
+        address = f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
+        return str(post(c, "/v1/runs", run_body, 201, REMOTE_ADDR=address)["id"])
 
     # --- (b) SQL per run, in this process -------------------------------------------------------------------------
     from runs import engine, providers, services

@@ -158,8 +158,8 @@ class Engine:
 
     def _loop(self) -> None:
         while True:
-            self.heartbeat()
-            self.fresh = False
+            # A cancel is noticed by every fenced write and before every tool call; a model call has no side effect,
+            # so it needs no check of its own.
             if self.cancelled:
                 self._finish_cancelled()
                 return
@@ -170,14 +170,14 @@ class Engine:
                 continue
 
             tools_left = self.run.rounds < self.max_rounds and bool(self.run.tool_set)
-            response = self._call_model("auto" if tools_left else "none")
+            response, step = self._call_model("auto" if tools_left else "none")
             # A model that asks for tools it may not use (after the last round, or with none offered) hears why
             # once, through the policy check, and then answers with tools disabled.
             refusal_round = self.run.rounds == self.max_rounds or (not self.run.tool_set and self.run.rounds == 0)
             if response.tool_calls and (tools_left or refusal_round):
-                self._start_round(response)
+                self._start_round(response, step)
                 continue
-            if self._finish_with_answer(response.text):
+            if self._finish_with_answer(response.text, step):
                 return
 
     def _open_round(self) -> int | None:
@@ -201,7 +201,8 @@ class Engine:
         parts.append(f"## The customer\nYou are talking with {who}.")
         return "\n\n".join(parts)
 
-    def _call_model(self, tool_choice: str) -> ModelResponse:
+    def _call_model(self, tool_choice: str) -> tuple[ModelResponse, RunStep]:
+        """The model's answer, and its step, written together with what the answer leads to."""
         tools = tuple(ToolDefinition(s["name"], s["description"], s["parameters"]) for s in self.run.tool_set)
         request = ModelRequest(
             system=self.system_prompt(),
@@ -224,8 +225,11 @@ class Engine:
             "output_tokens": usage.get("output_tokens", 0) + response.usage.output_tokens,
         }
         self.run.usage = usage
-        self._add_step(
-            RunStep.Kind.MODEL_CALL,
+        self.fresh = False
+        step = RunStep(
+            run=self.run,
+            kind=RunStep.Kind.MODEL_CALL,
+            round=self.run.rounds,
             duration_ms=duration,
             data={
                 "model": response.model_name,
@@ -236,16 +240,11 @@ class Engine:
                 "usage": {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens},
             },
         )
-        return response
+        return response, step
 
-    def _add_step(self, kind: str, *, data: dict[str, Any], duration_ms: int = 0, **updates: Any) -> None:
-        """Records a step only while this worker owns the run (a stale worker writes nothing)."""
-        with transaction.atomic():
-            self.fence(usage=self.run.usage, **updates)
-            RunStep.objects.create(run=self.run, kind=kind, round=self.run.rounds, duration_ms=duration_ms, data=data)
-
-    def _start_round(self, response: ModelResponse) -> None:
-        """Records the model's tool calls before any of them runs, with the transcript, in one transaction."""
+    def _start_round(self, response: ModelResponse, step: RunStep) -> None:
+        """Records the model's step and tool calls before any call runs, with the transcript, in one transaction
+        fenced on ownership (a stale worker writes nothing)."""
         round_number = self.run.rounds + 1
         names = [s["name"] for s in self.run.tool_set]
         calls = []
@@ -268,6 +267,7 @@ class Engine:
         self.transcript.append(assistant)
         with transaction.atomic():
             self.fence(rounds=round_number, transcript=self._transcript_json(), usage=self.run.usage)
+            step.save(force_insert=True)
             ToolCall.objects.bulk_create(calls)
         self.run.rounds = round_number
         self.calls += calls
@@ -308,7 +308,7 @@ class Engine:
                     role="tool", content=self._shown(call), tool_call_id=call.model_call_id, name=call.requested_name
                 )
             )
-        self.fence(transcript=self._transcript_json(), usage=self.run.usage)
+        # Kept in memory until the next fenced write: after a crash, the round is simply found complete again.
         return True
 
     def _shown(self, call: ToolCall) -> str:
@@ -480,7 +480,7 @@ class Engine:
 
         return truth.RunFacts(ticket_numbers, handoff_done, any_success, last_failed)
 
-    def _finish_with_answer(self, text: str) -> bool:
+    def _finish_with_answer(self, text: str, step: RunStep) -> bool:
         """True when the run completed; False when the answer was pushed back to the model."""
         text = text.strip() or FALLBACK_ANSWER
         claims = truth.unverified_claims(text, self._facts())
@@ -488,12 +488,15 @@ class Engine:
             self.run.pushbacks += 1
             self.transcript.append(Message(role="assistant", content=text))
             self.transcript.append(Message(role="notice", content=truth.pushback_notice(claims, self.run.pushbacks)))
-            self._add_step(
-                RunStep.Kind.NOTICE,
+            notice = RunStep(
+                run=self.run,
+                kind=RunStep.Kind.NOTICE,
+                round=self.run.rounds,
                 data={"pushback": self.run.pushbacks, "claims": claims},
-                transcript=self._transcript_json(),
-                pushbacks=self.run.pushbacks,
             )
+            with transaction.atomic():
+                self.fence(transcript=self._transcript_json(), pushbacks=self.run.pushbacks, usage=self.run.usage)
+                RunStep.objects.bulk_create([step, notice])
             return False
         now = timezone.now()
         output = {"text": text, "unverified_claims": claims}
@@ -509,6 +512,7 @@ class Engine:
             if not self._owned().filter(cancel_requested=False).update(**final):
                 self._stopped_before_finishing()
                 return True
+            step.save(force_insert=True)
             if self.run.session_id is not None:  # one-shot runs keep their text on the run itself
                 ChatMessage.objects.create(
                     project_id=self.run.project_id,

@@ -284,3 +284,16 @@ def test_done_after_a_duplicate_is_not_a_false_claim(h):
     agent = h.agent("dup-done", [calls(same), calls(same), text("Done: the team has it.")])
     run = h.run(agent)
     assert run["output"]["unverified_claims"] == []
+
+
+def test_statements_per_run_stay_pinned(h, django_assert_max_num_queries):
+    """The hot path: creating a run and running a plain answer (bench/runs_bench.py measures the full one)."""
+    agent = h.agent("pinned", [text("a"), text("b")])
+    h.run(agent)  # warm: the key's last_used_at, the signing secret
+    with django_assert_max_num_queries(6):
+        started = h.start(agent)
+    from runs import engine
+
+    with django_assert_max_num_queries(6):
+        engine.run_execute(started["id"])
+    assert h.get(started["id"])["status"] == "completed"
