@@ -303,6 +303,8 @@ def run_create(*, project: Project, api_key: ApiKey, data: dict[str, Any], clien
     else:
         # An anonymous one-shot call has no identity: it counts against the key and the caller's address.
         run.rate_key = f"anon:{api_key.pk}:{client_ip[:45]}"
+    if sandbox:  # the test panel's calls never use up a real customer's limits
+        run.rate_key = f"test:{run.rate_key}"[:100]
     run.transcript = [m.to_dict() for m in history] + [Message(role="user", content=text).to_dict()]
     run.save(force_insert=True)
     if session is not None:  # a one-shot run keeps its input on the run itself
@@ -434,7 +436,7 @@ def run_purge(*, run: Run) -> None:
         ):
             return
         ChatMessage.objects.filter(run_id=run.pk).delete()
-        ToolCall.objects.filter(run_id=run.pk).update(arguments=None, result=None, upstream=None)
+        ToolCall.objects.filter(run_id=run.pk).update(arguments=None, arguments_hash="", result=None, upstream=None)
         RunStep.objects.filter(run_id=run.pk).update(data={})
 
 
