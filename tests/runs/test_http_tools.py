@@ -52,6 +52,24 @@ def order_tool(**overrides):
     return tool
 
 
+def earlier_attempts(template, count):
+    """`count` more HTTP tool attempts by the same customer in the last hour, half of them failed."""
+    for n in range(count):
+        ToolCall.objects.create(
+            project=template.project,
+            run=template.run,
+            round=9,
+            index=n,
+            model_call_id="m",
+            requested_name="order_status",
+            name="order_status",
+            kind="http",
+            rate_key=template.rate_key,
+            policy_decision="allowed",
+            status="failed" if n % 2 else "succeeded",
+        )
+
+
 def setup_tool(h, upstream, tool=None):
     assert (
         h.api.put(
@@ -166,20 +184,7 @@ def test_http_tools_twenty_calls_an_hour_per_end_user(h, upstream, egress_settin
     )
     first = h.run(agent, "x", **VERIFIED)
     template = ToolCall.objects.get(run_id=first["id"])
-    for n in range(19):  # 20 attempts in the last hour, counting failures too
-        ToolCall.objects.create(
-            project=template.project,
-            run=template.run,
-            round=9,
-            index=n,
-            model_call_id="m",
-            requested_name="order_status",
-            name="order_status",
-            kind="http",
-            rate_key=template.rate_key,
-            policy_decision="allowed",
-            status="failed" if n % 2 else "succeeded",
-        )
+    earlier_attempts(template, 19)  # 20 attempts in the last hour, counting failures too
     received_before = len(upstream.received)
     run = h.run(agent, "again", **VERIFIED)
     [call] = h.tool_steps(run["id"])
@@ -275,20 +280,7 @@ def test_anonymous_one_shot_calls_share_a_limit_per_key_and_address(h, upstream,
     second = h.run(agent, "y")
     rate_keys = set(Run.objects.values_list("rate_key", flat=True))
     assert len(rate_keys) == 1 and rate_keys.pop().startswith("anon:")
-    template = ToolCall.objects.get(run_id=first["id"])
-    for n in range(18):  # with the two real calls: 20 in the last hour
-        ToolCall.objects.create(
-            project=template.project,
-            run=template.run,
-            round=9,
-            index=n,
-            model_call_id="m",
-            requested_name="order_status",
-            name="order_status",
-            kind="http",
-            rate_key=template.rate_key,
-            policy_decision="allowed",
-        )
+    earlier_attempts(ToolCall.objects.get(run_id=first["id"]), 18)  # with the two real calls: 20 in the last hour
     third = h.run(agent, "z")
     assert h.tool_steps(second["id"])[0]["status"] == "succeeded"
     assert h.tool_steps(third["id"])[0]["policy"]["code"] == "rate_limited"
