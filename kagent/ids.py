@@ -24,7 +24,7 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{''.join(reversed(chars))}"
 
 
-class PrefixedIdField(models.CharField):
+class PrefixedIdField(models.CharField):  # type: ignore[type-arg]
     """Primary key `<prefix>_<26 chars>`, generated when the object is built."""
 
     def __init__(self, *args: Any, prefix: str = "", **kwargs: Any) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from django.utils import timezone
 
@@ -27,7 +29,7 @@ class HttpTool(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "name"], name="http_tool_name_unique_in_project")]
 
-    def definition(self) -> dict:
+    def definition(self) -> dict[str, Any]:
         """The tool as the run engine uses it, and as it is copied into a published version."""
         return {
             "id": self.id,
