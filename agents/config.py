@@ -130,7 +130,6 @@ CONFIG_VALIDATOR = make_validator(AGENT_CONFIG_SCHEMA)
 
 DEFAULT_CONFIG: dict[str, Any] = {
     "instructions": "",
-    "model": {"provider": "demo"},
     "variables": {},
     "tools": {
         "enabled": True,

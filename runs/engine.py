@@ -58,6 +58,11 @@ conversation was handed over or anything was changed unless a tool result in thi
 that needs a signed-in customer."""
 
 
+def default_model() -> dict[str, Any]:
+    """An agent that names no model: the operator's endpoint when there is one, else the offline demo model."""
+    return {"provider": "openai_compatible"} if settings.KAGENT_LLM_BASE_URL else {"provider": "demo"}
+
+
 def lease() -> timedelta:
     return timedelta(seconds=settings.KAGENT_RUN_LEASE_SECONDS)
 
@@ -209,7 +214,7 @@ class Engine:
             messages=tuple(self.transcript),
             tools=tools,
             tool_choice="auto" if tool_choice == "auto" else "none",
-            model=self.run.config.get("model") or {"provider": "demo"},
+            model=self.run.config.get("model") or default_model(),
             project_id=self.run.project_id,
             run_id=self.run.pk,
         )

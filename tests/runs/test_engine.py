@@ -297,3 +297,15 @@ def test_statements_per_run_stay_pinned(h, django_assert_max_num_queries):
     with django_assert_max_num_queries(6):
         engine.run_execute(started["id"])
     assert h.get(started["id"])["status"] == "completed"
+
+
+def test_an_agent_without_a_model_uses_the_operator_endpoint_or_the_demo(h, settings):
+    agent = h.api.post(
+        "/v1/agents", {"name": "plain", "config": {"instructions": "[script:plain]"}}, format="json"
+    ).json()["id"]
+    assert "model" not in h.api.get(f"/v1/agents/{agent}").json()["config"]
+    h.api.post(f"/v1/agents/{agent}/publish", {}, format="json")
+    h.fake.script("plain", [text("From the operator's model.")])
+    assert h.run(agent)["output"]["text"] == "From the operator's model."
+    settings.KAGENT_LLM_BASE_URL = ""
+    assert h.run(agent)["output"]["text"].startswith("(Demo model)")
