@@ -338,6 +338,8 @@ class EgressPolicy:
             own_networks: list[IPNetwork] = []
             for entry in _as_list(getattr(settings, "KAGENT_OWN_HOSTS", [])):
                 entry = entry.lower().rstrip(".")
+                if "/" in entry and not entry[0].isdigit() or "://" in entry:
+                    raise ValueError(f"KAGENT_OWN_HOSTS entries are host names, addresses or CIDRs, not {entry!r}")
                 try:
                     own_networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
                 except ValueError:
@@ -357,7 +359,14 @@ class EgressPolicy:
         return any(host == name or host.endswith("." + name) for name in self.own_names)
 
     def denial(self, ip: IPAddress) -> str | None:
-        if any(ip in net for net in self.own_networks):
+        # The service's own addresses, also when carried inside an IPv6 address (::ffff:a.b.c.d, NAT64, 6to4, …).
+        inner = _embedded_ipv4(ip) if isinstance(ip, ipaddress.IPv6Address) else []
+        if any(
+            candidate in net
+            for candidate in (ip, *inner)
+            for net in self.own_networks
+            if candidate.version == net.version
+        ):
             return f"{ip} is one of K-Agent's own hosts"
         if isinstance(ip, ipaddress.IPv6Address) and ip.scope_id:
             return "IPv6 zone ids are not allowed"
@@ -385,6 +394,8 @@ def _parse_resolve(raw: str) -> dict[tuple[str, int], tuple[str, ...]]:
 # One pool per process: a forked worker must not inherit a pool whose threads stayed in the parent.
 _dns_pools: dict[int, ThreadPoolExecutor] = {}
 _dns_lock = threading.Lock()
+DNS_BACKLOG = 64  # lookups queued or running per process
+_dns_slot_counters: dict[int, threading.BoundedSemaphore] = {}
 
 
 def _dns_pool() -> ThreadPoolExecutor:
@@ -395,6 +406,16 @@ def _dns_pool() -> ThreadPoolExecutor:
             _dns_pools.clear()
             pool = _dns_pools[pid] = ThreadPoolExecutor(max_workers=8, thread_name_prefix="egress-dns")
         return pool
+
+
+def _dns_slots() -> threading.BoundedSemaphore:
+    pid = os.getpid()
+    with _dns_lock:
+        slots = _dns_slot_counters.get(pid)
+        if slots is None:
+            _dns_slot_counters.clear()
+            slots = _dns_slot_counters[pid] = threading.BoundedSemaphore(DNS_BACKLOG)
+        return slots
 
 
 def system_resolver(host: str, port: int) -> list[str]:
@@ -500,10 +521,17 @@ class _GuardedBackend(httpcore.NetworkBackend):
         if literal is not None:
             return [str(literal)]
         budget = CONNECT_TIMEOUT_S if exchange is None else min(CONNECT_TIMEOUT_S, max(exchange.remaining(), 0.001))
+        # A name whose DNS never answers must not starve everyone else's lookups: the backlog is bounded, and a
+        # lookup nobody waits for any more is cancelled if it hasn't started.
+        slots = _dns_slots()
+        if not slots.acquire(blocking=False):
+            raise EgressError("timeout", f"too many lookups in flight; resolving {host} was not attempted")
         future = _dns_pool().submit(self.resolver, host, port)
+        future.add_done_callback(lambda _: slots.release())
         try:
             return list(future.result(timeout=budget))
         except FutureTimeout as exc:
+            future.cancel()
             raise EgressError("timeout", f"resolving {host} took too long") from exc
         except EgressError:
             raise

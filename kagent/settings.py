@@ -200,7 +200,10 @@ KAGENT_EGRESS_ALLOW_NETWORKS = [n for n in os.environ.get("KAGENT_EGRESS_ALLOW_N
 KAGENT_EGRESS_CA_BUNDLE = os.environ.get("KAGENT_EGRESS_CA_BUNDLE", "").strip()
 KAGENT_EGRESS_RESOLVE = os.environ.get("KAGENT_EGRESS_RESOLVE", "").strip()
 # The service's own hosts: never reachable through the outbound client.
-KAGENT_OWN_HOSTS = _env_list("KAGENT_OWN_HOSTS", "")
+# Default: the names this service answers to (ALLOWED_HOSTS); list its addresses too in production.
+KAGENT_OWN_HOSTS = _env_list(
+    "KAGENT_OWN_HOSTS", ",".join(h.lstrip(".") for h in ALLOWED_HOSTS if h != "*" and h.lstrip("."))
+)
 
 # --- i18n, static ----------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

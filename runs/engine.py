@@ -8,6 +8,7 @@ it up. A tool call that succeeded is never sent again; one that was in flight is
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -61,6 +62,16 @@ that needs a signed-in customer."""
 def default_model() -> dict[str, Any]:
     """An agent that names no model: the operator's endpoint when there is one, else the offline demo model."""
     return {"provider": "openai_compatible"} if settings.KAGENT_LLM_BASE_URL else {"provider": "demo"}
+
+
+def _clean(text: str) -> str:
+    # PostgreSQL can't store NUL, and UTF-8 can't hold a lone surrogate: a hostile model output must not fail the run.
+    return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+
+
+def _storable(response: ModelResponse) -> ModelResponse:
+    calls = tuple(ToolCallRequest(_clean(c.id), _clean(c.name), _clean(c.arguments)) for c in response.tool_calls)
+    return dataclasses.replace(response, text=_clean(response.text), tool_calls=calls)
 
 
 def lease() -> timedelta:
@@ -224,6 +235,7 @@ class Engine:
                 response = providers.complete(request)
         finally:
             duration = int((time.monotonic() - started) * 1000)
+        response = _storable(response)
         usage = self.run.usage or {}
         usage = {
             "input_tokens": usage.get("input_tokens", 0) + response.usage.input_tokens,
@@ -319,7 +331,7 @@ class Engine:
     def _shown(self, call: ToolCall) -> str:
         """What the model reads for a call: the result as JSON, with a banner it can't miss when it failed."""
         result = call.result if call.result is not None else {"ok": False, "error": {"code": "not_run"}}
-        text = json.dumps(result, ensure_ascii=False)
+        text = json.dumps(result, ensure_ascii=False, separators=(",", ":"))  # as shaping measured its 4 KiB
         if not result.get("ok", False):
             return f"{FAILURE_BANNER}\n{text}"
         return text

@@ -42,8 +42,8 @@ def _check_external_id(value: Any, path: str) -> str:
             "external_id is a non-empty string of at most 255 characters.",
             details=[{"path": path, "message": "invalid external_id"}],
         )
-    if any(ord(ch) < 0x20 for ch in value):
-        raise Unprocessable("invalid_end_user", "external_id may not hold control characters.")
+    if any(ord(ch) < 0x20 or 0xD800 <= ord(ch) <= 0xDFFF for ch in value):
+        raise Unprocessable("invalid_end_user", "external_id may not hold control characters or lone surrogates.")
     return value
 
 
@@ -61,6 +61,10 @@ def _check_traits(value: Any, path: str) -> dict[str, Any]:
             raise Unprocessable("invalid_end_user", "trait names are strings of at most 64 characters.")
         if isinstance(item, str) and len(item) > MAX_TRAIT_VALUE:
             raise Unprocessable("invalid_end_user", f"trait values are at most {MAX_TRAIT_VALUE} characters.")
+        if isinstance(item, str) and any(ch == "\x00" or 0xD800 <= ord(ch) <= 0xDFFF for ch in key + item):
+            raise Unprocessable("invalid_end_user", "traits may not hold NUL characters or lone surrogates.")
+        if isinstance(item, float) and item != item or item in (float("inf"), float("-inf")):
+            raise Unprocessable("invalid_end_user", "trait numbers must be finite.")
         if not isinstance(item, (str, int, float, bool)) and item is not None:
             raise Unprocessable("invalid_end_user", "trait values are strings, numbers, booleans or null.")
     return value

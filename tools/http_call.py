@@ -68,6 +68,18 @@ def _excerpt(body: bytes, secret_values: Sequence[str]) -> str:
     return mask_secrets(clean_text(text, keep_joiners=True), tuple(secret_values))[:BODY_EXCERPT_CHARS]
 
 
+def _masked_body(body: bytes, secret_values: Sequence[str]) -> bytes:
+    """An upstream that echoes a secret (an API repeating the key it was sent) must not hand it to the model:
+    masked in the raw body, before values are cut to 200 characters (a cut could split a secret)."""
+    if not secret_values:
+        return body
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return body  # not JSON text: shaping refuses it as unreadable anyway
+    return mask_secrets(text, tuple(secret_values)).encode("utf-8")
+
+
 def http_tool_call(
     *,
     project_id: str | None,
@@ -152,7 +164,9 @@ def http_tool_call(
     config = tool.get("config") or {}
     try:
         shaped = shape_response(
-            body=response.body, response_config=config.get("response"), tool_name=str(tool.get("name", ""))
+            body=_masked_body(response.body, secrets),
+            response_config=config.get("response"),
+            tool_name=str(tool.get("name", "")),
         )
     except ShapingError as exc:
         step["error_code"] = "unreadable"

@@ -27,10 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import regex
-from jsonschema import Draft202012Validator, ValidationError, validators
-
 from tools import builtins
+from tools.arguments import StrictValidator
 from tools.templating import TEXT_MAX, is_token
 from tools.templating import normalize_arguments as normalize_digits_in
 
@@ -107,28 +105,6 @@ def _format_errors(spec: dict[str, Any], arguments: dict[str, Any]) -> list[str]
         elif len(text) > TEXT_MAX:
             problems.append(f"{key}: at most {TEXT_MAX} characters")
     return problems
-
-
-PATTERN_TIMEOUT_S = 0.05
-
-
-def _bounded_pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
-    """`pattern` with a time limit: a tenant's regex like (a+)+$ can't hold a worker against a model's argument."""
-    if not validator.is_type(instance, "string"):
-        return
-    try:
-        found = regex.search(pattern, instance, timeout=PATTERN_TIMEOUT_S)
-    except TimeoutError:
-        yield ValidationError(f"could not be checked against the pattern {pattern[:60]!r} in time")
-        return
-    except regex.error:
-        yield ValidationError("the tool's pattern is not a valid regular expression")
-        return
-    if found is None:
-        yield ValidationError(f"{instance[:60]!r} does not match {pattern[:60]!r}")
-
-
-StrictValidator = validators.extend(Draft202012Validator, {"pattern": _bounded_pattern})
 
 
 def _schema_problems(spec: dict[str, Any], arguments: Any) -> list[str]:

@@ -30,6 +30,7 @@ from urllib.parse import quote, unquote
 import jsonschema
 
 from kagent.egress import EgressError, url_check
+from tools.arguments import StrictValidator
 from tools.placeholders import Placeholder, PlaceholderError, parse, split
 from tools.shaping import ascii_digits, clean_text
 
@@ -42,9 +43,24 @@ MASK = "\u2022\u2022\u2022\u2022"  # ••••
 
 # Set by K-Agent or meaningless/dangerous from a tool (seed list, plus the signing headers and the User-Agent).
 FORBIDDEN_HEADERS = frozenset(
-    {"host", "forwarded", "x-real-ip", "connection", "transfer-encoding", "content-length", "keep-alive", "te",
-     "trailer", "upgrade", "expect", "accept-encoding", "user-agent", "webhook-id", "webhook-timestamp",
-     "webhook-signature"}
+    {
+        "host",
+        "forwarded",
+        "x-real-ip",
+        "connection",
+        "transfer-encoding",
+        "content-length",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
+        "accept-encoding",
+        "user-agent",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+    }
 )
 FORBIDDEN_HEADER_PREFIXES = ("x-forwarded-", "proxy-")
 _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
@@ -124,9 +140,7 @@ def normalize_arguments(value: Any) -> Any:
 
 
 def is_token(text: str) -> bool:
-    return 0 < len(text) <= TOKEN_MAX and all(
-        ch.isalpha() or ch in _ASCII_DIGITS or ch in _TOKEN_PUNCT for ch in text
-    )
+    return 0 < len(text) <= TOKEN_MAX and all(ch.isalpha() or ch in _ASCII_DIGITS or ch in _TOKEN_PUNCT for ch in text)
 
 
 def _scalar_text(value: Any, *, what: str, placeholder: str, parameter: str = "") -> str:
@@ -136,13 +150,18 @@ def _scalar_text(value: Any, *, what: str, placeholder: str, parameter: str = ""
         return str(value)
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
-            raise TemplateError("invalid_arguments", f"{what} is not a finite number", placeholder=placeholder,
-                                parameter=parameter)
+            raise TemplateError(
+                "invalid_arguments", f"{what} is not a finite number", placeholder=placeholder, parameter=parameter
+            )
         return json.dumps(value)
     if isinstance(value, str):
         return value
-    raise TemplateError("invalid_arguments", f"{what} must be a single value here, not a list or object",
-                        placeholder=placeholder, parameter=parameter)
+    raise TemplateError(
+        "invalid_arguments",
+        f"{what} must be a single value here, not a list or object",
+        placeholder=placeholder,
+        parameter=parameter,
+    )
 
 
 # --- placeholder resolution --------------------------------------------------------------------------------------
@@ -168,8 +187,12 @@ class _Resolver:
         self.secret_values: list[str] = []
 
     def _blank(self, ph: Placeholder) -> TemplateError:
-        return TemplateError("blank_placeholder", f"{ph.raw} is blank", placeholder=ph.raw,
-                             parameter=ph.name if ph.root == "args" else "")
+        return TemplateError(
+            "blank_placeholder",
+            f"{ph.raw} is blank",
+            placeholder=ph.raw,
+            parameter=ph.name if ph.root == "args" else "",
+        )
 
     def _format(self, ph: Placeholder) -> str:
         prop = self.properties.get(ph.name)
@@ -189,15 +212,20 @@ class _Resolver:
                 raise TemplateError(
                     "invalid_arguments",
                     f"{ph.name} must be at most {TOKEN_MAX} letters, digits, spaces or . _ @ : + -",
-                    placeholder=ph.raw, parameter=ph.name,
+                    placeholder=ph.raw,
+                    parameter=ph.name,
                 )
             return text
         text = clean_text(text, keep_joiners=False)
         if not text.strip():
             raise self._blank(ph)
         if len(text) > TEXT_MAX:
-            raise TemplateError("invalid_arguments", f"{ph.name} is longer than {TEXT_MAX} characters",
-                                placeholder=ph.raw, parameter=ph.name)
+            raise TemplateError(
+                "invalid_arguments",
+                f"{ph.name} is longer than {TEXT_MAX} characters",
+                placeholder=ph.raw,
+                parameter=ph.name,
+            )
         return text
 
     def _argument_json(self, ph: Placeholder, value: Any, fmt: str) -> Any:
@@ -209,8 +237,9 @@ class _Resolver:
         if isinstance(value, dict):
             return {k: self._argument_json(ph, v, fmt) for k, v in value.items()}
         if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-            raise TemplateError("invalid_arguments", f"{ph.name} is not a finite number", placeholder=ph.raw,
-                                parameter=ph.name)
+            raise TemplateError(
+                "invalid_arguments", f"{ph.name} is not a finite number", placeholder=ph.raw, parameter=ph.name
+            )
         return value
 
     def value(self, ph: Placeholder, where: str) -> Any:
@@ -218,21 +247,30 @@ class _Resolver:
         if ph.root == "args":
             fmt = self._format(ph)
             if ph.name not in self.arguments:
-                raise TemplateError("unresolved_placeholder", f"the argument {ph.name} is missing", placeholder=ph.raw,
-                                    parameter=ph.name)
+                raise TemplateError(
+                    "unresolved_placeholder",
+                    f"the argument {ph.name} is missing",
+                    placeholder=ph.raw,
+                    parameter=ph.name,
+                )
             raw = self.arguments[ph.name]
             if raw is None:
                 raise self._blank(ph)
             if where in ("path", "query", "header") and fmt != "token":
-                raise TemplateError("invalid_template", f"{ph.raw}: text parameters may only be used in the body",
-                                    placeholder=ph.raw)
+                raise TemplateError(
+                    "invalid_template", f"{ph.raw}: text parameters may only be used in the body", placeholder=ph.raw
+                )
             if where == "body_json":
                 return self._argument_json(ph, raw, fmt)
             text = _scalar_text(raw, what=ph.name, placeholder=ph.raw, parameter=ph.name)
             text = self._argument_text(ph, text, fmt if where == "body_text" else "token")
             if where == "header" and not text.isascii():
-                raise TemplateError("invalid_arguments", f"{ph.name} may only hold ASCII characters here",
-                                    placeholder=ph.raw, parameter=ph.name)
+                raise TemplateError(
+                    "invalid_arguments",
+                    f"{ph.name} may only hold ASCII characters here",
+                    placeholder=ph.raw,
+                    parameter=ph.name,
+                )
             return text
         if ph.root == "end_user":
             if self.end_user is None:
@@ -258,7 +296,8 @@ class _Resolver:
             allowed = {h.strip().lower().rstrip(".") for h in secret.allowed_hosts}
             if self.host not in allowed:
                 raise TemplateError(
-                    "secret_host_not_allowed", f"the secret {ph.name} may not be sent to {self.host}",
+                    "secret_host_not_allowed",
+                    f"the secret {ph.name} may not be sent to {self.host}",
                     placeholder=ph.raw,
                 )
             raw = secret.value
@@ -339,14 +378,17 @@ def _validate_arguments(schema: Any, arguments: Mapping[str, Any]) -> None:
     if not isinstance(schema, dict):
         raise TemplateError("invalid_template", "parameters must be a JSON Schema object")
     try:
-        validator = jsonschema.Draft202012Validator(schema)
+        validator = StrictValidator(schema)  # tenant patterns with a time limit, as in the policy check
         error = jsonschema.exceptions.best_match(validator.iter_errors(dict(arguments)))
     except (jsonschema.exceptions.SchemaError, jsonschema.exceptions.UnknownType) as exc:
         raise TemplateError("invalid_template", "the parameters schema is not valid") from exc
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "arguments"
-        raise TemplateError("invalid_arguments", f"{where}: {error.message}"[:300],
-                            parameter=str(error.absolute_path[0]) if error.absolute_path else "")
+        raise TemplateError(
+            "invalid_arguments",
+            f"{where}: {error.message}"[:300],
+            parameter=str(error.absolute_path[0]) if error.absolute_path else "",
+        )
 
 
 def render_request(
@@ -469,8 +511,13 @@ def mask_secrets(text: str, secret_values: tuple[str, ...] | list[str]) -> str:
     """Replace every secret in `text`, also as it appears percent-encoded or JSON-escaped."""
     for value in sorted({v for v in secret_values if v}, key=len, reverse=True):
         masked = mask_secret(value)
-        forms = {value, quote(value, safe=""), quote(value, safe="/"), json.dumps(value)[1:-1],
-                 json.dumps(value, ensure_ascii=False)[1:-1]}
+        forms = {
+            value,
+            quote(value, safe=""),
+            quote(value, safe="/"),
+            json.dumps(value)[1:-1],
+            json.dumps(value, ensure_ascii=False)[1:-1],
+        }
         for form in sorted(forms, key=len, reverse=True):
             if form:
                 text = text.replace(form, masked)

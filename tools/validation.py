@@ -33,7 +33,8 @@ FORMATS = ("token", "text")
 HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
 
 # Seed: parameters named like identity are refused on tools that need a verified user.
-IDENTITY_TOKENS = frozenset({"phone", "mobile", "email", "msisdn", "telephone", "tel"})
+IDENTITY_TOKENS = frozenset({"phone", "mobile", "email", "mail", "msisdn", "telephone", "tel", "login", "username"})
+IDENTITY_FRAGMENTS = ("email", "phone", "mobile", "msisdn")
 IDENTITY_SUFFIXES = (
     "userid",
     "customerid",
@@ -41,9 +42,20 @@ IDENTITY_SUFFIXES = (
     "externalid",
     "clientid",
     "memberid",
+    "custid",
+    "acctid",
     "phonenumber",
     "mobilenumber",
     "emailaddress",
+    "accountno",
+    "accountnumber",
+    "acctno",
+    "customerno",
+    "customernumber",
+    "memberno",
+    "membernumber",
+    "userno",
+    "usernumber",
 )
 
 HOST_LABEL_RE = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
@@ -111,7 +123,12 @@ def _refuse(code: str, message: str, path: str | None = None) -> Unprocessable:
 def _is_identity_name(name: str) -> bool:
     tokens = set(name.lower().split("_"))
     flat = name.lower().replace("_", "")
-    return bool(tokens & IDENTITY_TOKENS) or flat.endswith(IDENTITY_SUFFIXES) or flat == "uid"
+    return (
+        bool(tokens & IDENTITY_TOKENS)
+        or any(fragment in flat for fragment in IDENTITY_FRAGMENTS)
+        or flat.rstrip("0123456789").endswith(IDENTITY_SUFFIXES)
+        or flat == "uid"
+    )
 
 
 def _parse_template(text: str, path: str) -> list[Placeholder]:
@@ -165,6 +182,10 @@ def split_url(url: str) -> UrlParts:
         raise _refuse("invalid_url", "The port must be 443 or 8443.", "$.config.url")
     rest = match.group("rest")
     _parse_template(rest, "$.config.url")  # a malformed placeholder is named as such before other URL rules
+    for literal in placeholders.split(rest):
+        # A lone % would let an argument finish an escape: %2{{args.a}} with a = "f" is an encoded "/".
+        if isinstance(literal, str) and re.search(r"%(?![0-9A-Fa-f]{2})", literal):
+            raise _refuse("invalid_url", "A % in the URL must start an escape like %20.", "$.config.url")
     if "#" in rest:
         raise _refuse("invalid_url", "The URL may not hold a fragment (#).", "$.config.url")
     if any(ch.isspace() or ord(ch) < 0x20 or ch == "\\" for ch in rest):

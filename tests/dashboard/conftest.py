@@ -79,6 +79,10 @@ def page(browser: Any, live_server: Any) -> Any:
 def phone_page(browser: Any, live_server: Any) -> Any:
     """A phone-sized page (390x844, touch), as on a recent iPhone."""
     return new_page(
-        browser, live_server, viewport={"width": 390, "height": 844}, device_scale_factor=3, is_mobile=True,
+        browser,
+        live_server,
+        viewport={"width": 390, "height": 844},
+        device_scale_factor=3,
+        is_mobile=True,
         has_touch=True,
     )

@@ -364,7 +364,6 @@ def test_a_key_created_by_alice_belongs_to_alices_project_only(alice, bob):
     assert key_row(alice, raw).id not in body
 
 
-
 def test_agents_page_lists_only_the_projects_agents(alice, bob):
     agent_create(project=alice.project, data={"name": "Alice's front desk"})
     agent_create(project=bob.project, data={"name": "Bob's night shift"})

@@ -19,7 +19,12 @@ pytestmark = pytest.mark.django_db
 
 def call(client: EgressClient, url: str, **kwargs: Any) -> egress.EgressResponse:
     params: dict[str, Any] = {
-        "project_id": None, "purpose": "http_tool", "method": "GET", "url": url, "headers": {}, "body": None,
+        "project_id": None,
+        "purpose": "http_tool",
+        "method": "GET",
+        "url": url,
+        "headers": {},
+        "body": None,
         "timeout_ms": 5000,
     }
     params.update(kwargs)
@@ -63,7 +68,9 @@ def test_every_call_and_refusal_is_recorded_without_query_or_secrets(client, bas
     assert (ok.host, ok.port, ok.path, ok.status, ok.code) == ("tools.test", 8443, "/echo/customers/cus_1", 200, "")
     assert ok.resolved_address == upstream.host and ok.bytes_received > 0 and ok.purpose == "http_tool"
     assert (internal_refusal.host, internal_refusal.code, internal_refusal.resolved_address) == (
-        "127.0.0.1", "address_not_allowed", "127.0.0.1",
+        "127.0.0.1",
+        "address_not_allowed",
+        "127.0.0.1",
     )
     assert userinfo.code == "url_not_allowed" and userinfo.host == "tools.test"
     for event in events:
@@ -113,9 +120,18 @@ def test_body_and_methods(client, base_url, upstream):
 
 @pytest.mark.parametrize(
     "headers",
-    [{"Host": "internal.test"}, {"host": "x"}, {"Transfer-Encoding": "chunked"}, {"Content-Length": "5"},
-     {"Connection": "close"}, {"Proxy-Authorization": "x"}, {"X-Forwarded-For": "127.0.0.1"}, {"Forwarded": "x"},
-     {"X-Real-IP": "1.2.3.4"}, {"Accept-Encoding": "br"}],
+    [
+        {"Host": "internal.test"},
+        {"host": "x"},
+        {"Transfer-Encoding": "chunked"},
+        {"Content-Length": "5"},
+        {"Connection": "close"},
+        {"Proxy-Authorization": "x"},
+        {"X-Forwarded-For": "127.0.0.1"},
+        {"Forwarded": "x"},
+        {"X-Real-IP": "1.2.3.4"},
+        {"Accept-Encoding": "br"},
+    ],
 )
 def test_headers_that_could_redirect_or_smuggle_are_refused(client, base_url, upstream, headers):
     assert refused(client, f"{base_url}/echo", headers=headers).code == "header_not_allowed"

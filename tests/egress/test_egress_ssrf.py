@@ -191,8 +191,13 @@ def test_hostile_url_is_refused(client: EgressClient, egress_settings, upstream,
 def test_redirects_to_internal_addresses_are_not_followed(client, egress_settings, upstream, internal, target):
     with pytest.raises(EgressError) as info:
         client.request(
-            project_id=None, purpose="http_tool", method="GET", url=f"https://tools.test:8443/redirect?to={target}",
-            headers={}, body=None, timeout_ms=3000,
+            project_id=None,
+            purpose="http_tool",
+            method="GET",
+            url=f"https://tools.test:8443/redirect?to={target}",
+            headers={},
+            body=None,
+            timeout_ms=3000,
         )
     assert (info.value.code, info.value.status) == ("redirect_not_followed", 302)
     assert len(upstream.received) == 1
@@ -212,8 +217,13 @@ def test_redirects_to_internal_addresses_are_not_followed(client, egress_setting
 def test_hostile_servers_are_cut_off(client, egress_settings, upstream, path, code):
     with pytest.raises(EgressError) as info:
         client.request(
-            project_id=None, purpose="http_tool", method="GET", url=f"https://tools.test:8443{path}",
-            headers={}, body=None, timeout_ms=1000,
+            project_id=None,
+            purpose="http_tool",
+            method="GET",
+            url=f"https://tools.test:8443{path}",
+            headers={},
+            body=None,
+            timeout_ms=1000,
         )
     assert info.value.code == code
     assert info.value.may_have_reached_upstream is True
@@ -225,8 +235,13 @@ def test_hostile_servers_are_cut_off(client, egress_settings, upstream, path, co
 def test_big_content_length_is_refused_before_reading(client, egress_settings, upstream):
     with pytest.raises(EgressError):
         client.request(
-            project_id=None, purpose="http_tool", method="GET", url="https://tools.test:8443/big-cl",
-            headers={}, body=None, timeout_ms=3000,
+            project_id=None,
+            purpose="http_tool",
+            method="GET",
+            url="https://tools.test:8443/big-cl",
+            headers={},
+            body=None,
+            timeout_ms=3000,
         )
     assert EgressEvent.objects.get().bytes_received == 0
 
@@ -234,10 +249,29 @@ def test_big_content_length_is_refused_before_reading(client, egress_settings, u
 @pytest.mark.parametrize(
     "address",
     [
-        "127.0.0.1", "10.1.1.1", "172.20.0.1", "192.168.0.10", "100.100.100.100", "169.254.0.1", "0.0.0.1",
-        "224.1.1.1", "250.0.0.1", "255.255.255.255", "198.18.5.5", "::1", "::", "fd12::1", "fe80::abcd",
-        "fec0::1", "ff0e::1", "::ffff:192.168.1.1", "::10.0.0.1", "64:ff9b::10.0.0.1", "64:ff9b:1::1.2.3.4",
-        "2002:c0a8:0101::", "2001:0:a9fe:a9fe::",
+        "127.0.0.1",
+        "10.1.1.1",
+        "172.20.0.1",
+        "192.168.0.10",
+        "100.100.100.100",
+        "169.254.0.1",
+        "0.0.0.1",
+        "224.1.1.1",
+        "250.0.0.1",
+        "255.255.255.255",
+        "198.18.5.5",
+        "::1",
+        "::",
+        "fd12::1",
+        "fe80::abcd",
+        "fec0::1",
+        "ff0e::1",
+        "::ffff:192.168.1.1",
+        "::10.0.0.1",
+        "64:ff9b::10.0.0.1",
+        "64:ff9b:1::1.2.3.4",
+        "2002:c0a8:0101::",
+        "2001:0:a9fe:a9fe::",
     ],
 )
 def test_denied_addresses(address: str):
@@ -247,9 +281,21 @@ def test_denied_addresses(address: str):
 @pytest.mark.parametrize(
     "address",
     [
-        "93.184.216.34", "8.8.8.8", "1.1.1.1", "172.15.255.255", "172.32.0.1", "100.63.255.255", "100.128.0.1",
-        "198.17.255.255", "198.20.0.1", "223.255.255.255", "2606:4700::1111", "2a00:1450:4001::200e",
-        "::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1",
+        "93.184.216.34",
+        "8.8.8.8",
+        "1.1.1.1",
+        "172.15.255.255",
+        "172.32.0.1",
+        "100.63.255.255",
+        "100.128.0.1",
+        "198.17.255.255",
+        "198.20.0.1",
+        "223.255.255.255",
+        "2606:4700::1111",
+        "2a00:1450:4001::200e",
+        "::ffff:8.8.8.8",
+        "64:ff9b::808:808",
+        "2002:808:808::1",
     ],
 )
 def test_public_addresses_pass(address: str):

@@ -107,7 +107,8 @@ def test_upstream_errors_reach_the_model_neutrally_and_the_step_in_full(egress_s
     )
     outcome = run(make_tool(path))
     assert outcome.model_result == {
-        "ok": False, "error": {"code": "upstream_failed", "guidance": FAILURE_GUIDANCE["upstream_failed"]}
+        "ok": False,
+        "error": {"code": "upstream_failed", "guidance": FAILURE_GUIDANCE["upstream_failed"]},
     }
     assert outcome.step["status"] == 500
     assert "db down" in outcome.step["body_excerpt"]
@@ -156,8 +157,11 @@ def test_refused_destination_never_reaches_anyone(egress_settings, upstream, int
         ({"arguments": {"order_number": " "}}, "invalid_arguments", "blank_placeholder"),
         ({"end_user": None}, "verified_user_required", "verified_user_required"),
         ({"secret_lookup": lambda name: None}, "not_available", "unresolved_placeholder"),
-        ({"secret_lookup": lambda name: SecretValue(TOKEN, ("evil.test",))}, "not_available",
-         "secret_host_not_allowed"),
+        (
+            {"secret_lookup": lambda name: SecretValue(TOKEN, ("evil.test",))},
+            "not_available",
+            "secret_host_not_allowed",
+        ),
         ({"signing_secrets": []}, "not_available", "no_signing_secret"),
     ],
 )

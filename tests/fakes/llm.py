@@ -424,7 +424,7 @@ class FakeLLM:
             answer = _openai_answer(key, turn_index, turn, body)
         else:
             answer = _anthropic_answer(key, turn_index, turn, body)
-        encoded = json.dumps(answer, ensure_ascii=False).encode()
+        encoded = json.dumps(answer).encode()  # ASCII with \u escapes: any string survives, as from real servers
         return self._finish(protocol, path, headers, body, key, turn_index, attempt, 200, encoded)
 
     def _finish(

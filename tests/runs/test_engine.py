@@ -309,3 +309,24 @@ def test_an_agent_without_a_model_uses_the_operator_endpoint_or_the_demo(h, sett
     assert h.run(agent)["output"]["text"] == "From the operator's model."
     settings.KAGENT_LLM_BASE_URL = ""
     assert h.run(agent)["output"]["text"].startswith("(Demo model)")
+
+
+def test_a_model_answering_nul_and_lone_surrogates_does_not_fail_the_run(h):
+    from tests.fakes.llm import raw
+
+    body = {
+        "id": "x",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "Hello\u0000 there \ud800!"},
+            }
+        ],
+    }
+    agent = h.agent("garbage", [raw(body)])
+    run = h.run(agent)
+    assert run["status"] == "completed", run
+    assert "\x00" not in run["output"]["text"] and run["output"]["text"].startswith("Hello")

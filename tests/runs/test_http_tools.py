@@ -284,3 +284,20 @@ def test_anonymous_one_shot_calls_share_a_limit_per_key_and_address(h, upstream,
     third = h.run(agent, "z")
     assert h.tool_steps(second["id"])[0]["status"] == "succeeded"
     assert h.tool_steps(third["id"])[0]["policy"]["code"] == "rate_limited"
+
+
+@pytest.mark.django_db
+def test_a_secret_the_upstream_echoes_never_reaches_the_model(h, upstream, egress_settings):
+    setup_tool(h, upstream)
+    upstream.respond("order", json_body={"data": [{"status": f"invalid key Bearer {TOKEN}", "eta": TOKEN * 10}]})
+    agent = h.agent(
+        "echo",
+        [calls(("order_status", {"order_number": "8812"})), text("ok")],
+        tools={"http": [{"tool": "order_status"}]},
+    )
+    run = h.run(agent, "order?", **VERIFIED)
+    [call] = h.tool_steps(run["id"])
+    model_saw = h.fake.requests("echo")[1].new_tool_results[0]["content"]
+    assert call["status"] == "succeeded"
+    assert TOKEN not in model_saw and TOKEN[:12] not in model_saw
+    assert TOKEN not in json.dumps(call)

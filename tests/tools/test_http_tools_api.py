@@ -191,8 +191,16 @@ HOSTILE = [
             "phone_number",
             "customer_email",
             "userId".lower(),
+            "e_mail",
+            "mail",
+            "email2",
+            "phone1",
+            "cust_id",
+            "account_no",
         )
     ],
+    ("invalid_url", with_config(url="https://api.example.com/x/%2{{args.order_number}}/y")),
+    ("invalid_url", with_config(url="https://api.example.com/x/%zz/{{args.order_number}}")),
     # x-kagent-format
     ("invalid_format", with_params({"q": {"type": "string", "x-kagent-format": "html"}})),
     ("invalid_format", with_params({"q": {"type": "integer", "x-kagent-format": "text"}})),
