@@ -201,9 +201,14 @@ KAGENT_EGRESS_CA_BUNDLE = os.environ.get("KAGENT_EGRESS_CA_BUNDLE", "").strip()
 KAGENT_EGRESS_RESOLVE = os.environ.get("KAGENT_EGRESS_RESOLVE", "").strip()
 # The service's own hosts: never reachable through the outbound client.
 # Default: the names this service answers to (ALLOWED_HOSTS); list its addresses too in production.
-KAGENT_OWN_HOSTS = _env_list(
-    "KAGENT_OWN_HOSTS", ",".join(h.lstrip(".") for h in ALLOWED_HOSTS if h != "*" and h.lstrip("."))
-)
+KAGENT_OWN_HOSTS = [
+    item.strip()
+    for item in (
+        os.environ.get("KAGENT_OWN_HOSTS", "").strip()  # set but empty (as compose passes it) means the default
+        or ",".join(h.lstrip(".") for h in ALLOWED_HOSTS if h != "*" and h.lstrip("."))
+    ).split(",")
+    if item.strip()
+]
 
 # --- i18n, static ----------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
