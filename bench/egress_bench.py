@@ -65,12 +65,14 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        sys.path.insert(0, str(ROOT / "tests" / "egress"))
-        import upstream
+        if str(ROOT) not in sys.path:
+            sys.path.insert(0, str(ROOT))
+        from tests.egress import upstream
 
         ca_file = upstream.write_certs(tmp / "certs", "tools.test", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
         server = subprocess.Popen(  # noqa: S603
-            [sys.executable, str(ROOT / "tests" / "egress" / "upstream.py"), "--cert-dir", str(tmp / "certs")],
+            [sys.executable, "-m", "tests.egress.upstream", "--cert-dir", str(tmp / "certs")],
+            cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -106,14 +108,24 @@ def main() -> None:
 
             def guarded() -> None:
                 response = hardened.request(
-                    project_id=None, purpose="bench", method="GET", url=url, headers=headers, body=None,
+                    project_id=None,
+                    purpose="bench",
+                    method="GET",
+                    url=url,
+                    headers=headers,
+                    body=None,
                     timeout_ms=5000,
                 )
                 assert response.status == 200 and response.body
 
             def guarded_logged() -> None:
                 response = logged.request(
-                    project_id=None, purpose="bench", method="GET", url=url, headers=headers, body=None,
+                    project_id=None,
+                    purpose="bench",
+                    method="GET",
+                    url=url,
+                    headers=headers,
+                    body=None,
                     timeout_ms=5000,
                 )
                 assert response.status == 200 and response.body

@@ -420,9 +420,7 @@ def _bench(
     ca_file = upstream.write_certs(tmp / "certs", "tools.test", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
-    up = processes.start(
-        [sys.executable, str(ROOT / "tests" / "egress" / "upstream.py"), "--cert-dir", str(tmp / "certs")], env=env
-    )
+    up = processes.start([sys.executable, "-m", "tests.egress.upstream", "--cert-dir", str(tmp / "certs")], env=env)
     host = _ready_line(up, "the TLS upstream")[1]
     scripts = tmp / "scripts.json"
     scripts.write_text(json.dumps(SCRIPTS))

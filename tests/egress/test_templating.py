@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.examples import SEED_ORDER_STATUS
 from tools.templating import (
     EndUserIdentity,
     SecretValue,
@@ -24,30 +25,7 @@ from tools.templating import (
 
 ORDERS_TOKEN = "tok_live_9f8e7d6c5b4a3210"
 
-SEED_TOOL: dict[str, Any] = {
-    "name": "order_status",
-    "description": "Look up the status of the customer's order by its number.",
-    "effect": "read",
-    "requires_verified_user": True,
-    "config": {
-        "method": "GET",
-        "url": "https://api.example.com/customers/{{end_user.external_id}}/orders/{{args.order_number}}",
-        "headers": {"Authorization": "Bearer {{secret.ORDERS_TOKEN}}"},
-        "parameters": {
-            "type": "object",
-            "properties": {"order_number": {"type": "string", "description": "The order number, e.g. 8812"}},
-            "required": ["order_number"],
-            "additionalProperties": False,
-        },
-        "response": {
-            "items_path": "data",
-            "fields": [{"path": "status", "label": "Status"}, {"path": "eta", "label": "Expected delivery"}],
-            "max_items": 1,
-            "empty_message": "No order with that number.",
-        },
-        "timeout_ms": 8000,
-    },
-}
+SEED_TOOL: dict[str, Any] = SEED_ORDER_STATUS
 
 SECRETS = {
     "ORDERS_TOKEN": SecretValue(ORDERS_TOKEN, ("api.example.com",)),

@@ -17,7 +17,7 @@ Behaviours by path (any method):
   /set-cookie          sets a cookie
   /bench               a fixed small JSON body (no recording), for the benchmark
 
-Run alone (for the benchmark, in its own process): python upstream.py --port 8443 --cert-dir DIR
+Run alone (for the benchmark, in its own process): python -m tests.egress.upstream --port 8443 --cert-dir DIR
 """
 
 from __future__ import annotations
@@ -32,10 +32,12 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.tls_server import TLSThreadingHTTPServer
 
 MIB = 1024 * 1024
 _GZIP_BOMB = gzip.compress(b"\0" * (64 * MIB), compresslevel=9)
@@ -180,28 +182,8 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle  # noqa: N815
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class _Server(TLSThreadingHTTPServer):
     upstream: Upstream
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        # TLS per connection, in the connection's own thread, so a stalled client never blocks accept().
-        try:
-            request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            tls = self.upstream.ssl_context.wrap_socket(request, server_side=True)
-        except (ssl.SSLError, OSError):
-            return
-        try:
-            super().finish_request(tls, client_address)
-        finally:
-            try:
-                tls.close()
-            except OSError:
-                pass
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        return
 
 
 class Upstream:
@@ -217,6 +199,7 @@ class Upstream:
         self._lock = threading.Lock()
         self._server = _Server((host, port), _Handler)
         self._server.upstream = self
+        self._server.ssl_context = ssl_context
         self.host, self.port = host, port
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 

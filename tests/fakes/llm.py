@@ -40,9 +40,11 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Literal
+
+from tests.tls_server import TLSThreadingHTTPServer
 
 Protocol = Literal["openai", "anthropic"]
 _MARKER_RE = re.compile(r"\[script:([A-Za-z0-9_.\-]+)\]")
@@ -261,31 +263,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, body, headers)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class _Server(TLSThreadingHTTPServer):
     request_queue_size = 128  # a benchmark opens many connections at once
     fake: FakeLLM
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        # TLS per connection, in that connection's thread, so a client stuck in a handshake never blocks accept().
-        if self.fake.ssl_context is None:
-            super().finish_request(request, client_address)
-            return
-        try:
-            tls = self.fake.ssl_context.wrap_socket(request, server_side=True)
-        except (ssl.SSLError, OSError):
-            return
-        try:
-            super().finish_request(tls, client_address)
-        finally:
-            try:
-                tls.close()
-            except OSError:
-                pass
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        return
 
 
 class FakeLLM:
@@ -311,6 +291,7 @@ class FakeLLM:
         self._local = threading.local()
         self._server = _Server((host, port), _Handler)
         self._server.fake = self
+        self._server.ssl_context = self.ssl_context
         self.host, self.port = host, int(self._server.server_address[1])
         # The name clients use in URLs (an HTTPS fake is reached by a name on its certificate, e.g. llm.test).
         self.server_name = server_name or host

@@ -16,6 +16,7 @@ from kagent.secrets import signing_secrets_valid
 from runs.models import Run, ToolCall
 from runs.services import run_sweep
 from tests.conftest import make_tenant, wait_for
+from tests.examples import seed_order_status
 from tests.fakes.llm import Fault, calls, text
 from tests.runs.conftest import VERIFIED, Harness
 
@@ -23,32 +24,12 @@ TOKEN = "orders-token-0123456789-SECRET"
 
 
 def order_tool(**overrides):
-    tool = {
-        "name": "order_status",
-        "description": "Look up the status of the customer's order by its number.",
-        "effect": "read",
-        "requires_verified_user": True,
-        "config": {
-            "method": "GET",
-            "url": "https://tools.test:8443/respond/order/customers/{{end_user.external_id}}/orders/{{args.order_number}}"
-            "?tier={{end_user.traits.tier}}",
-            "headers": {"Authorization": "Bearer {{secret.ORDERS_TOKEN}}"},
-            "parameters": {
-                "type": "object",
-                "properties": {"order_number": {"type": "string"}},
-                "required": ["order_number"],
-                "additionalProperties": False,
-            },
-            "response": {
-                "items_path": "data",
-                "fields": [{"path": "status", "label": "Status"}, {"path": "eta", "label": "Expected delivery"}],
-                "max_items": 1,
-                "empty_message": "No order with that number.",
-            },
-            "timeout_ms": 8000,
-        },
-    }
-    tool.update(overrides)
+    """The seed's example, pointed at the loopback upstream (tools.test) and sending the customer's tier too."""
+    tool = seed_order_status(**overrides)
+    tool["config"]["url"] = (
+        "https://tools.test:8443/respond/order/customers/{{end_user.external_id}}/orders/{{args.order_number}}"
+        "?tier={{end_user.traits.tier}}"
+    )
     return tool
 
 

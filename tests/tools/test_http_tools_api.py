@@ -5,37 +5,13 @@ import copy
 
 import pytest
 
+from tests.examples import seed_order_status
 from tests.kagent.test_auth import error
 from tools.models import HttpTool
 
 
 def order_status(**overrides):
-    tool = {
-        "name": "order_status",
-        "description": "Look up the status of the customer's order by its number.",
-        "effect": "read",
-        "requires_verified_user": True,
-        "config": {
-            "method": "GET",
-            "url": "https://api.example.com/customers/{{end_user.external_id}}/orders/{{args.order_number}}",
-            "headers": {"Authorization": "Bearer {{secret.ORDERS_TOKEN}}"},
-            "parameters": {
-                "type": "object",
-                "properties": {"order_number": {"type": "string", "description": "The order number, e.g. 8812"}},
-                "required": ["order_number"],
-                "additionalProperties": False,
-            },
-            "response": {
-                "items_path": "data",
-                "fields": [{"path": "status", "label": "Status"}, {"path": "eta", "label": "Expected delivery"}],
-                "max_items": 1,
-                "empty_message": "No order with that number.",
-            },
-            "timeout_ms": 8000,
-        },
-    }
-    tool.update(overrides)
-    return tool
+    return seed_order_status(**overrides)
 
 
 def with_config(**config):
