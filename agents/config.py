@@ -3,7 +3,6 @@ express (name conflicts, time zones, client tool parameter schemas)."""
 
 from __future__ import annotations
 
-import copy
 import datetime
 import zoneinfo
 from typing import Any
@@ -12,6 +11,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from kagent.errors import Unprocessable
+from kagent.merge_patch import merge_patch
 from kagent.validation import make_validator, schema_errors
 from tools.builtins import BUILTIN_NAMES
 
@@ -148,19 +148,6 @@ def _invalid(path: str, message: str) -> Unprocessable:
 
 def _conflict(path: str, message: str) -> Unprocessable:
     return Unprocessable("tool_name_conflict", message, details=[{"path": path, "message": message}])
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7396 JSON merge patch: objects merge, null removes a key, anything else replaces."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 def validate_config(config: Any) -> dict[str, Any]:

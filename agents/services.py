@@ -7,9 +7,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agents.config import merge_patch, validate_config
+from agents.config import validate_config
 from agents.models import Agent, AgentVersion
 from kagent.errors import Unprocessable
+from kagent.merge_patch import merge_patch
 from kagent.models import Project
 from tools import builtins
 from tools.models import HttpTool

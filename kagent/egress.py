@@ -60,6 +60,8 @@ import httpx
 from django.conf import settings
 from httpcore._backends.sync import SyncStream
 
+from kagent.masking import mask_secrets
+
 logger = logging.getLogger(__name__)
 
 MAX_RESPONSE_BYTES = 1024 * 1024
@@ -807,7 +809,8 @@ def record_event_db(record: EgressRecord) -> None:
 
 # --- The client -----------------------------------------------------------------------------------------------
 
-_FORBIDDEN_HEADERS = frozenset(
+# Headers only the transport sets (or that would let a caller steer a proxy or the framing): refused from any caller.
+TRANSPORT_HEADERS = frozenset(
     {
         "host",
         "content-length",
@@ -823,6 +826,17 @@ _FORBIDDEN_HEADERS = frozenset(
         "accept-encoding",
     }
 )
+FORBIDDEN_HEADER_PREFIXES = ("x-forwarded-", "proxy-")
+SIGNING_HEADERS = frozenset({"webhook-id", "webhook-timestamp", "webhook-signature"})
+# What a tenant's template may not set (seed "Templating rules"): the above, plus what K-Agent sends on every call.
+TENANT_FORBIDDEN_HEADERS = TRANSPORT_HEADERS | SIGNING_HEADERS | {"user-agent"}
+
+
+def is_tenant_forbidden_header(name: str) -> bool:
+    lowered = name.lower()
+    return lowered in TENANT_FORBIDDEN_HEADERS or lowered.startswith(FORBIDDEN_HEADER_PREFIXES)
+
+
 _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 _HEADER_VALUE_RE = re.compile(r"^[\x20-\x7e\t]{0,8192}$")
 
@@ -833,21 +847,12 @@ def _check_headers(headers: dict[str, str]) -> list[tuple[str, str]]:
         if not isinstance(name, str) or not isinstance(value, str) or not _HEADER_NAME_RE.match(name):
             raise EgressError("invalid_request", "malformed header name")
         lowered = name.lower()
-        if lowered in _FORBIDDEN_HEADERS or lowered.startswith(("proxy-", "x-forwarded-")):
+        if lowered in TRANSPORT_HEADERS or lowered.startswith(FORBIDDEN_HEADER_PREFIXES):
             raise EgressError("header_not_allowed", f"the {name} header is set by K-Agent or not allowed")
         if not _HEADER_VALUE_RE.match(value):
             raise EgressError("invalid_request", f"the {name} header value holds characters that are not allowed")
         out.append((name, value))
     return out
-
-
-def _mask(text: str, secrets: Sequence[str]) -> str:
-    from urllib.parse import quote
-
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "****").replace(quote(secret, safe=""), "****")
-    return text
 
 
 class EgressClient:
@@ -932,7 +937,7 @@ class EgressClient:
                 method,
                 host,
                 port,
-                _mask(path, secret_values),
+                mask_secrets(path, secret_values, replacement="****"),
                 exc.resolved_address or outcome["address"],
                 exc.code,
                 exc.status or outcome["status"],
@@ -946,7 +951,7 @@ class EgressClient:
             method,
             host,
             port,
-            _mask(path, secret_values),
+            mask_secrets(path, secret_values, replacement="****"),
             response.resolved_address,
             "",
             response.status,

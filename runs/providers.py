@@ -30,6 +30,8 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from kagent.egress import USER_AGENT
+from kagent.masking import mask_secrets
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition, Usage
 from tools.arabic import normalize_arabic, normalize_digits
 
@@ -51,7 +53,6 @@ _jitter = random.Random()
 OPERATOR_CONNECT_TIMEOUT_S = 5.0
 OPERATOR_TOTAL_TIMEOUT_S = 60.0  # override with settings.KAGENT_LLM_TIMEOUT_S
 MAX_ANSWER_BYTES = 8 * 1024 * 1024  # a chat answer is kilobytes; this only stops a broken endpoint filling memory
-USER_AGENT = "K-Agent/1"
 
 # --- Tenant endpoints (hardened client) ---------------------------------------------------------------------------
 
@@ -128,10 +129,7 @@ def backoff_delay(attempt: int, *, retry_after: float | None = None) -> float:
 
 
 def _mask(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "****")
-    return text
+    return mask_secrets(text, secrets, replacement="****")
 
 
 def _retry_after(headers: dict[str, str]) -> float | None:

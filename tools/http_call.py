@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kagent.egress import EgressClient, EgressError, get_client
+from kagent.egress import USER_AGENT, EgressClient, EgressError, get_client
+from kagent.masking import mask_secrets
 from kagent.signing import SigningError, webhook_headers
 from tools.shaping import ShapingError, clean_text, shape_failure, shape_response
 from tools.templating import (
@@ -21,11 +22,9 @@ from tools.templating import (
     RenderedRequest,
     SecretLookup,
     TemplateError,
-    mask_secrets,
     render_request,
 )
 
-USER_AGENT = "K-Agent/1"
 BODY_EXCERPT_CHARS = 1000
 PURPOSE = "http_tool"
 

@@ -7,9 +7,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agents.config import merge_patch
 from agents.models import Agent
 from kagent.errors import Conflict, Unprocessable
+from kagent.merge_patch import merge_patch
 from kagent.models import Project
 from kagent.secrets import secret_allowed_hosts
 from tools.models import HttpTool

@@ -29,7 +29,8 @@ from urllib.parse import quote, unquote
 
 import jsonschema
 
-from kagent.egress import EgressError, url_check
+from kagent.egress import EgressError, is_tenant_forbidden_header, url_check
+from kagent.masking import mask_secrets
 from tools.arguments import StrictValidator
 from tools.placeholders import Placeholder, PlaceholderError, parse, split
 from tools.shaping import ascii_digits, clean_text
@@ -39,30 +40,6 @@ BODY_METHODS = ("POST", "PUT", "PATCH")
 TOKEN_MAX = 64
 TEXT_MAX = 1000
 DEFAULT_TIMEOUT_MS = 10_000
-MASK = "\u2022\u2022\u2022\u2022"  # ••••
-
-# Set by K-Agent or meaningless/dangerous from a tool (seed list, plus the signing headers and the User-Agent).
-FORBIDDEN_HEADERS = frozenset(
-    {
-        "host",
-        "forwarded",
-        "x-real-ip",
-        "connection",
-        "transfer-encoding",
-        "content-length",
-        "keep-alive",
-        "te",
-        "trailer",
-        "upgrade",
-        "expect",
-        "accept-encoding",
-        "user-agent",
-        "webhook-id",
-        "webhook-timestamp",
-        "webhook-signature",
-    }
-)
-FORBIDDEN_HEADER_PREFIXES = ("x-forwarded-", "proxy-")
 _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 _HEADER_VALUE_RE = re.compile(r"^[\x20-\x7e]*$")
 _TOKEN_PUNCT = frozenset(" ._@:+-")
@@ -456,7 +433,7 @@ def render_request(
         if not isinstance(name, str) or not _HEADER_NAME_RE.match(name) or not isinstance(template, str):
             raise TemplateError("invalid_template", "header names must be tokens and values strings")
         lowered = name.lower()
-        if lowered in FORBIDDEN_HEADERS or lowered.startswith(FORBIDDEN_HEADER_PREFIXES):
+        if is_tenant_forbidden_header(name):
             raise TemplateError("forbidden_header", f"the {name} header cannot be set by a tool")
         if lowered in (h.lower() for h in headers):
             raise TemplateError("invalid_template", f"the {name} header is given twice")
@@ -500,28 +477,6 @@ def render_request(
 
 
 # --- masking and the editor's preview ---------------------------------------------------------------------------
-
-
-def mask_secret(value: str) -> str:
-    """`••••` plus the last four characters (only for secrets long enough that four reveal little)."""
-    return MASK + value[-4:] if len(value) >= 12 else MASK
-
-
-def mask_secrets(text: str, secret_values: tuple[str, ...] | list[str]) -> str:
-    """Replace every secret in `text`, also as it appears percent-encoded or JSON-escaped."""
-    for value in sorted({v for v in secret_values if v}, key=len, reverse=True):
-        masked = mask_secret(value)
-        forms = {
-            value,
-            quote(value, safe=""),
-            quote(value, safe="/"),
-            json.dumps(value)[1:-1],
-            json.dumps(value, ensure_ascii=False)[1:-1],
-        }
-        for form in sorted(forms, key=len, reverse=True):
-            if form:
-                text = text.replace(form, masked)
-    return text
 
 
 def render_preview(

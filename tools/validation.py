@@ -13,12 +13,12 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from kagent.egress import is_tenant_forbidden_header
 from kagent.errors import Unprocessable
 from kagent.validation import make_validator, schema_errors
 from tools import placeholders
 from tools.builtins import BUILTIN_NAMES
 from tools.placeholders import Placeholder, PlaceholderError
-from tools.templating import FORBIDDEN_HEADER_PREFIXES, FORBIDDEN_HEADERS  # one list for write time and call time
 
 HTTP_TOOL_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,29}$")
 MAX_PARAMETERS = 8
@@ -267,8 +267,7 @@ def validate_http_tool(
         jpath = f"$.config.headers.{header_name}"
         if "{{" in header_name or "}}" in header_name:
             raise _refuse("placeholder_position", "Header names are literal; placeholders go in values.", jpath)
-        lowered = header_name.lower()
-        if lowered in FORBIDDEN_HEADERS or lowered.startswith(FORBIDDEN_HEADER_PREFIXES):
+        if is_tenant_forbidden_header(header_name):  # one list for write time and call time
             raise _refuse("forbidden_header", f"The header {header_name} can't be set by a tool.", jpath)
         if not HEADER_NAME_RE.match(header_name):
             raise _refuse("invalid_header", "Header names are letters, digits and hyphens.", jpath)

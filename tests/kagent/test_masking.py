@@ -1,0 +1,99 @@
+"""The one masking function: a secret is hidden in whatever spelling an upstream echoes it."""
+
+from __future__ import annotations
+
+import json
+import time
+from urllib.parse import quote
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kagent.masking import MASK, decoded_view, mask_secret, mask_secrets
+
+SECRET = "tok/abc-1234567890"
+
+
+def test_last_four_only_for_long_values() -> None:
+    assert mask_secret("abcdefghijklmnop") == "••••mnop"
+    assert mask_secret("short") == MASK
+
+
+def test_plain_percent_and_json_forms() -> None:
+    assert mask_secrets(f"key={SECRET}!", [SECRET]) == "key=••••7890!"
+    assert mask_secrets("/x/" + quote(SECRET, safe=""), [SECRET]) == "/x/••••7890"
+    assert mask_secrets("/x/" + quote(SECRET, safe="").lower(), [SECRET]) == "/x/••••7890"
+    assert mask_secrets(json.dumps({"k": SECRET}), [SECRET]) == '{"k": "••••7890"}'
+    assert mask_secrets('{"k":"a\\"b/c d"}', ['a"b/c d']) == '{"k":"••••"}'
+    assert mask_secrets("/x/a%2Fb", ["a/b"]) == "/x/••••"
+
+
+def test_json_escapes_an_upstream_may_choose() -> None:
+    escaped_slash = SECRET.replace("/", "\\/")
+    assert SECRET not in mask_secrets(f'{{"t":"{escaped_slash}"}}', [SECRET])
+    assert mask_secrets(f'{{"t":"{escaped_slash}"}}', [SECRET]) == '{"t":"••••7890"}'
+    every_char = "".join(f"\\u{ord(c):04x}" for c in SECRET)
+    assert mask_secrets(f'"{every_char}"', [SECRET]) == '"••••7890"'
+    upper = "".join(f"\\u{ord(c):04X}" for c in SECRET)
+    assert mask_secrets(upper, [SECRET]) == "••••7890"
+
+
+def test_surrogate_pairs_and_non_ascii() -> None:
+    secret = "ключ-😀-секрет-42"
+    assert mask_secrets(json.dumps(secret), [secret]) == '"••••т-42"'
+    assert mask_secrets(quote(secret, safe=""), [secret]) == "••••т-42"
+
+
+def test_overlapping_secrets_leave_nothing_visible() -> None:
+    masked = mask_secrets("xxabcdefghyy", ["abcdef", "efgh"], replacement="****")
+    assert masked == "xx****yy"
+
+
+def test_fixed_replacement_and_nothing_to_mask() -> None:
+    assert mask_secrets(f"a {SECRET} b", [SECRET], replacement="****") == "a **** b"
+    assert mask_secrets("nothing here", [SECRET]) == "nothing here"
+    assert mask_secrets("", [SECRET]) == ""
+    assert mask_secrets("text", ["", None]) == "text"  # type: ignore[list-item]
+
+
+def test_broken_escapes_are_kept_as_text() -> None:
+    text = "\\u12 %G1 %4 \\x"
+    decoded, starts, ends = decoded_view(text)
+    assert decoded == text
+    assert len(starts) == len(ends) == len(text)
+
+
+def test_linear_on_hostile_text() -> None:
+    secret = "a" * 8192
+    text = ("a" * 8191 + "b") * 128  # 1 MiB of near misses
+    started = time.monotonic()
+    assert mask_secrets(text, [secret]) == text
+    escaped = "\\u0061" * 100_000
+    assert MASK in mask_secrets(escaped, ["a" * 50])
+    assert time.monotonic() - started < 20  # generous: a quadratic version takes minutes
+
+
+@given(
+    secret=st.text(min_size=4, max_size=24).filter(lambda s: s.strip()),
+    prefix=st.text(max_size=10),
+    suffix=st.text(max_size=10),
+    spellings=st.lists(st.sampled_from(["plain", "json", "json_all", "percent"]), min_size=24, max_size=24),
+)
+def test_no_spelling_of_the_secret_survives(secret: str, prefix: str, suffix: str, spellings: list[str]) -> None:
+    def spell(char: str, how: str) -> str:
+        if how == "json":
+            return json.dumps(char)[1:-1]
+        if how == "json_all":
+            return "".join(f"\\u{unit:04x}" for unit in _utf16_units(char))
+        if how == "percent":
+            return quote(char, safe="")
+        return char
+
+    echoed = "".join(spell(c, spellings[i]) for i, c in enumerate(secret))
+    masked = mask_secrets(prefix + echoed + suffix, [secret])
+    assert secret not in decoded_view(masked)[0]
+
+
+def _utf16_units(char: str) -> list[int]:
+    data = char.encode("utf-16-be", "surrogatepass")
+    return [int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2)]
