@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/egress_bench.py [--requests 300] [--rounds 15]
 
-The server (tests/egress/upstream.py) runs in its own process on 127.0.0.2:8443 with a `trustme` certificate.
+The server (fakes/upstream.py) runs in its own process on 127.0.0.2:8443 with a `trustme` certificate.
 Both clients keep their connection alive between requests (connections reused in both). Rounds alternate between
 the clients so drift hits both alike; each round's median per-request latency is compared, and the median of those
 ratios is printed. Target: hardened / plain <= 1.10.
@@ -67,11 +67,11 @@ def main() -> None:
         tmp = Path(tmp_name)
         if str(ROOT) not in sys.path:
             sys.path.insert(0, str(ROOT))
-        from tests.egress import upstream
+        from fakes import upstream
 
         ca_file = upstream.write_certs(tmp / "certs", "tools.test", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
         server = subprocess.Popen(  # noqa: S603
-            [sys.executable, "-m", "tests.egress.upstream", "--cert-dir", str(tmp / "certs")],
+            [sys.executable, "-m", "fakes.upstream", "--cert-dir", str(tmp / "certs")],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -5,8 +5,8 @@
 
 Every run is a one-shot `POST /v1/runs` on a published agent with one granted HTTP tool (`order_status`, created
 through `POST /v1/tools`: GET https://tools.test:8443/bench?order={{args.order_number}}, response shaping). The
-scripted fake model (tests/fakes/llm.py, its own process, zero latency, nothing recorded) asks for `order_status`
-in round 1 and answers text in round 2. The upstream is the loopback TLS server of tests/egress/upstream.py (its own
+scripted fake model (fakes/llm.py, its own process, zero latency, nothing recorded) asks for `order_status`
+in round 1 and answers text in round 2. The upstream is the loopback TLS server of fakes/upstream.py (its own
 process, `trustme` certificate), reached through the hardened client (test-only egress settings). Runs are
 submitted with Django's test `Client`, in this process, against the real WSGI stack (middleware, DRF, auth): no
 HTTP server in between. They execute in a real `celery worker` (prefork, concurrency 2) on Redis and a PostgreSQL
@@ -415,16 +415,16 @@ def _bench(
 
     # --- servers: TLS upstream and the fake model, each in its own process ---
     sys.path.insert(0, str(ROOT))
-    from tests.egress import upstream
+    from fakes import upstream
 
     ca_file = upstream.write_certs(tmp / "certs", "tools.test", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
-    up = processes.start([sys.executable, "-m", "tests.egress.upstream", "--cert-dir", str(tmp / "certs")], env=env)
+    up = processes.start([sys.executable, "-m", "fakes.upstream", "--cert-dir", str(tmp / "certs")], env=env)
     host = _ready_line(up, "the TLS upstream")[1]
     scripts = tmp / "scripts.json"
     scripts.write_text(json.dumps(SCRIPTS))
-    llm = processes.start([sys.executable, "-m", "tests.fakes.llm", "--port", "0", "--scripts", str(scripts)], env=env)
+    llm = processes.start([sys.executable, "-m", "fakes.llm", "--port", "0", "--scripts", str(scripts)], env=env)
     llm_base = _ready_line(llm, "the fake model")[1]
 
     # --- this process: Django on the fresh database ---

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.egress.upstream import Upstream, bind_upstream, server_context, write_certs
+from fakes.upstream import Upstream, bind_upstream, server_context, write_certs
 
 # Two tool signing secrets, as during a rotation: newest first.
 SIGNING_SECRET_NEW = "whsec_" + base64.b64encode(b"k-agent test signing secret new!").decode()

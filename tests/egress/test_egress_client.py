@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 import pytest
 
+from fakes.upstream import Upstream
 from kagent import egress
 from kagent.egress import EgressClient, EgressError, get_client
 from kagent.models import EgressEvent
-from tests.egress.upstream import Upstream
 
 pytestmark = pytest.mark.django_db
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from fakes.upstream import Upstream
 from kagent.models import EgressEvent
 from tests.egress.fixtures import SIGNING_SECRET_NEW, SIGNING_SECRET_OLD
-from tests.egress.upstream import Upstream
 from tools.http_call import http_tool_call
 from tools.shaping import FAILURE_GUIDANCE
 from tools.templating import EndUserIdentity, SecretValue

@@ -1,1 +1,1 @@
-"""Test doubles that are real servers: a scripted model server on loopback (`tests.fakes.llm`)."""
+"""Pytest fixtures around the fakes of `fakes/` (the scripted model server)."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.llm import FakeLLM, bind_tls, tls_context, write_tls_files
+from fakes.llm import FakeLLM, bind_tls, tls_context, write_tls_files
 
 TLS_SERVER_NAME = "llm.test"
 OPERATOR_API_KEY = "fake-operator-key"

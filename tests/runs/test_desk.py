@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.fakes.llm import calls, text
+from fakes.llm import calls, text
 from tests.kagent.test_auth import error
 from tests.runs.conftest import VERIFIED
 

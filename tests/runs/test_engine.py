@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from fakes.llm import calls, text
 from runs.models import Handoff, Message, Run, Session, Ticket, ToolCall
-from tests.fakes.llm import calls, text
 from tests.kagent.test_auth import error
 from tests.runs.conftest import VERIFIED
 
@@ -226,7 +226,7 @@ def test_store_false_purges_content_and_hides_client_tools(h):
 
 
 def test_model_errors_are_retried_then_fail_with_model_error(h):
-    from tests.fakes.llm import Fault
+    from fakes.llm import Fault
 
     agent = h.agent("flaky", [text("ok", faults=[Fault(status=500), Fault(status=429)])])
     assert h.run(agent)["status"] == "completed"
@@ -312,7 +312,7 @@ def test_an_agent_without_a_model_uses_the_operator_endpoint_or_the_demo(h, sett
 
 
 def test_a_model_answering_nul_and_lone_surrogates_does_not_fail_the_run(h):
-    from tests.fakes.llm import raw
+    from fakes.llm import raw
 
     body = {
         "id": "x",

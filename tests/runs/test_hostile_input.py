@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from fakes.llm import calls, text
 from runs.models import Run, Session
-from tests.fakes.llm import calls, text
 from tests.kagent.test_auth import error
 
 pytestmark = pytest.mark.django_db

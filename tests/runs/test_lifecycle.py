@@ -10,9 +10,9 @@ import jwt
 import pytest
 from django.utils import timezone
 
+from fakes.llm import calls, text
 from runs.models import Handoff, Run, Ticket, ToolCall
 from runs.services import run_sweep
-from tests.fakes.llm import calls, text
 from tests.kagent.test_auth import error
 from tests.runs.conftest import VERIFIED
 

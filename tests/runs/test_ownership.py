@@ -8,10 +8,10 @@ import datetime
 import pytest
 from django.utils import timezone
 
+from fakes.llm import calls, text
 from runs import engine, services
 from runs.llm import ModelError
 from runs.models import Run, RunStep, ToolCall
-from tests.fakes.llm import calls, text
 
 pytestmark = pytest.mark.django_db
 CART = {

@@ -9,8 +9,8 @@ import json
 import pytest
 from django.utils import timezone
 
+from fakes.llm import calls, text
 from runs.models import Handoff, Run, Ticket, TicketCounter, ToolCall
-from tests.fakes.llm import calls, text
 from tests.runs.conftest import VERIFIED
 
 pytestmark = pytest.mark.django_db

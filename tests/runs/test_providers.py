@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from fakes.llm import FakeLLM, Fault, ToolCall, calls, raw, text
 from kagent.models import EgressEvent
 from kagent.secrets import secret_put
 from runs import providers
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition, Usage
 from tests.conftest import Tenant, wait_for
-from tests.fakes.llm import FakeLLM, Fault, ToolCall, calls, raw, text
 from tools.builtins import CREATE_TICKET, TRANSFER_TO_HUMAN
 
 TENANT_KEY = "sk-tenant-0123456789abcdef"

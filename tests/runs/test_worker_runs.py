@@ -8,11 +8,11 @@ import time
 
 import pytest
 
+from fakes.llm import Fault, calls, text
 from runs import engine
 from runs.models import Handoff, Run, ToolCall
 from runs.services import run_sweep
 from tests.conftest import make_tenant, wait_for
-from tests.fakes.llm import Fault, calls, text
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

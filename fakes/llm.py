@@ -1,6 +1,6 @@
 """A scripted model server on loopback: OpenAI Chat Completions and Anthropic Messages, real HTTP (or HTTPS).
 
-It runs in a thread of the test process (or alone: `python -m tests.fakes.llm`), so in-process tests and a real
+It runs in a thread of the test process (or alone: `python -m fakes.llm`), so in-process tests and a real
 Celery worker process (given `KAGENT_LLM_BASE_URL=http://127.0.0.1:<port>/v1`) talk to the same server.
 
 Scripting. A test registers a script, a list of turns, under a key:
@@ -44,7 +44,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Literal
 
-from tests.tls_server import TLSThreadingHTTPServer
+from fakes.tls_server import TLSThreadingHTTPServer
 
 Protocol = Literal["openai", "anthropic"]
 _MARKER_RE = re.compile(r"\[script:([A-Za-z0-9_.\-]+)\]")

@@ -1,5 +1,5 @@
 """A threading HTTP server that does TLS per connection, in that connection's own thread, so a client stuck in a
-handshake never blocks accept(). Shared by the loopback test servers (tests/egress/upstream.py, tests/fakes/llm.py)."""
+handshake never blocks accept(). Shared by the loopback test servers (fakes/upstream.py, fakes/llm.py)."""
 
 from __future__ import annotations
 

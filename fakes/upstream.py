@@ -17,7 +17,7 @@ Behaviours by path (any method):
   /set-cookie          sets a cookie
   /bench               a fixed small JSON body (no recording), for the benchmark
 
-Run alone (for the benchmark, in its own process): python -m tests.egress.upstream --port 8443 --cert-dir DIR
+Run alone (for the benchmark, in its own process): python -m fakes.upstream --port 8443 --cert-dir DIR
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.tls_server import TLSThreadingHTTPServer
+from fakes.tls_server import TLSThreadingHTTPServer
 
 MIB = 1024 * 1024
 _GZIP_BOMB = gzip.compress(b"\0" * (64 * MIB), compresslevel=9)
