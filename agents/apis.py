@@ -1,7 +1,8 @@
-"""`/v1/agents…`: one API class per operation; each parses, calls one service or selector, renders."""
+"""`/v1/agents…`: one API class per operation; each parses its body, calls one service or selector, renders."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
@@ -10,107 +11,118 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents import selectors, services
-from agents.config import AGENT_CONFIG_SCHEMA
-from agents.models import Agent, AgentVersion
-from kagent.api import ProjectApi, paginate, request_object, unix
-from kagent.openapi import TIMESTAMP, component, json_body, list_of
+from agents.resources import AGENT, KNOWLEDGE_SOURCE, VERSION
+from kagent.api import ProjectApi, paginate
+from kagent.inputs import Input
+from kagent.openapi import list_of
 
-AGENT_CONFIG = component("AgentConfig", AGENT_CONFIG_SCHEMA)
-AGENT_SCHEMA = component(
-    "Agent",
+
+@dataclass(frozen=True)
+class AgentWrite:
+    name: str
+    description: str | None
+    config: dict[str, Any]
+    actions_paused: bool
+
+
+AGENT_WRITE = Input(
     {
         "type": "object",
+        "additionalProperties": False,
+        "required": ["name"],
         "properties": {
-            "id": {"type": "string", "example": "agt_01j…"},
-            "object": {"const": "agent"},
-            "name": {"type": "string"},
-            "description": {"type": "string"},
-            "config": AGENT_CONFIG,
-            "actions_paused": {"type": "boolean"},
-            "latest_version": {"type": ["integer", "null"]},
-            "created_at": TIMESTAMP,
-            "updated_at": TIMESTAMP,
+            "name": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 200,
+                "pattern": r"\S",
+                "x-message": "name is a non-empty string.",
+                "x-messages": {"maxLength": "name is at most 200 characters."},
+            },
+            "description": {
+                "type": ["string", "null"],
+                "maxLength": 1000,
+                "default": "",
+                "x-message": "description is a string.",
+                "x-messages": {"maxLength": "description is at most 1000 characters."},
+            },
+            "config": {
+                "type": "object",
+                "default": {},
+                "description": "The draft config (the AgentConfig schema). On PATCH, a JSON merge patch (RFC 7396) "
+                "applied to the draft; the result is validated whole.",
+                "x-code": "invalid_config",
+                "x-message": "$: config must be a JSON object",
+            },
+            "actions_paused": {
+                "type": "boolean",
+                "default": False,
+                "description": "Emergency switch: applies at once to every version, without publishing.",
+                "x-message": "actions_paused is true or false.",
+            },
         },
     },
+    AgentWrite,
 )
-AGENT_WRITE_SCHEMA = json_body(
+
+
+@dataclass(frozen=True)
+class PublishInput:
+    note: str | None
+
+
+PUBLISH = Input(
     {
         "type": "object",
+        "additionalProperties": False,
         "properties": {
-            "name": {"type": "string", "maxLength": 200},
-            "description": {"type": "string", "maxLength": 1000},
-            "config": AGENT_CONFIG,
-            "actions_paused": {"type": "boolean"},
-        },
-    }
-)
-VERSION_SCHEMA = component(
-    "AgentVersion",
-    {
-        "type": "object",
-        "properties": {
-            "id": {"type": "string", "example": "ver_01j…"},
-            "object": {"const": "agent_version"},
-            "agent": {"type": "string"},
-            "number": {"type": "integer"},
-            "note": {"type": "string"},
-            "config": AGENT_CONFIG,
-            "http_tools": {"type": "object", "additionalProperties": {"type": "object"}},
-            "builtin_versions": {"type": "object", "additionalProperties": {"type": "string"}},
-            "created_at": TIMESTAMP,
+            "note": {
+                "type": ["string", "null"],
+                "maxLength": 1000,
+                "default": "",
+                "x-message": "note is a string of at most 1000 characters.",
+            }
         },
     },
+    PublishInput,
 )
-
-
-def render_agent(agent: Agent) -> dict[str, Any]:
-    return {
-        "id": agent.id,
-        "object": "agent",
-        "name": agent.name,
-        "description": agent.description,
-        "config": agent.config,
-        "actions_paused": agent.actions_paused,
-        "latest_version": agent.latest_version_number,
-        "created_at": unix(agent.created_at),
-        "updated_at": unix(agent.updated_at),
-    }
-
-
-def render_version(version: AgentVersion) -> dict[str, Any]:
-    return {
-        "id": version.id,
-        "object": "agent_version",
-        "agent": version.agent_id,
-        "number": version.number,
-        "note": version.note,
-        "config": version.config,
-        "http_tools": version.http_tools,
-        "builtin_versions": version.builtin_versions,
-        "created_at": unix(version.created_at),
-    }
 
 
 class AgentListCreateApi(ProjectApi):
-    @extend_schema(operation_id="agents_list", responses=list_of(AGENT_SCHEMA))
+    @extend_schema(operation_id="agents_list", responses=list_of(AGENT.ref))
     def get(self, request: Request) -> Response:
-        return Response(paginate(request, selectors.agent_list(project=self.project), render_agent))
+        return Response(paginate(request, selectors.agent_list(project=self.project), AGENT.render))
 
-    @extend_schema(operation_id="agents_create", request=AGENT_WRITE_SCHEMA, responses={201: AGENT_SCHEMA})
+    @extend_schema(operation_id="agents_create", request=AGENT_WRITE.body, responses={201: AGENT.ref})
     def post(self, request: Request) -> Response:
-        agent = services.agent_create(project=self.project, data=request_object(request))
-        return Response(render_agent(agent), status=status.HTTP_201_CREATED)
+        body = AGENT_WRITE.parse(request.data)
+        agent = services.agent_create(
+            project=self.project,
+            name=body.name,
+            description=body.description,
+            config=body.config,
+            actions_paused=body.actions_paused,
+        )
+        return Response(AGENT.render(agent), status=status.HTTP_201_CREATED)
 
 
 class AgentDetailApi(ProjectApi):
-    @extend_schema(operation_id="agents_retrieve", responses={200: AGENT_SCHEMA})
+    @extend_schema(operation_id="agents_retrieve", responses={200: AGENT.ref})
     def get(self, request: Request, agent_id: str) -> Response:
-        return Response(render_agent(selectors.agent_get(project=self.project, agent_id=agent_id)))
+        return Response(AGENT.render(selectors.agent_get(project=self.project, agent_id=agent_id)))
 
-    @extend_schema(operation_id="agents_update", request=AGENT_WRITE_SCHEMA, responses={200: AGENT_SCHEMA})
+    @extend_schema(operation_id="agents_update", request=AGENT_WRITE.body, responses={200: AGENT.ref})
     def patch(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get(project=self.project, agent_id=agent_id)
-        return Response(render_agent(services.agent_update(agent=agent, data=request_object(request))))
+        body = AGENT_WRITE.parse(request.data, partial=True)
+        agent = services.agent_update(
+            agent=agent,
+            name=body.name,
+            description=body.description,
+            config_patch=body.config,
+            actions_paused=body.actions_paused,
+        )
+        return Response(AGENT.render(agent))
 
     @extend_schema(operation_id="agents_delete", request=None, responses={200: {"type": "object"}})
     def delete(self, request: Request, agent_id: str) -> Response:
@@ -120,27 +132,110 @@ class AgentDetailApi(ProjectApi):
 
 
 class AgentPublishApi(ProjectApi):
-    @extend_schema(
-        operation_id="agents_publish",
-        request=json_body({"type": "object", "properties": {"note": {"type": "string", "maxLength": 1000}}}),
-        responses={201: VERSION_SCHEMA},
-    )
+    @extend_schema(operation_id="agents_publish", request=PUBLISH.body, responses={201: VERSION.ref})
     def post(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get(project=self.project, agent_id=agent_id)
-        body = request_object(request, allow_empty=True)
-        version = services.agent_publish(agent=agent, note=body.get("note", ""))
-        return Response(render_version(version), status=status.HTTP_201_CREATED)
+        body = PUBLISH.parse(request.data or {})
+        version = services.agent_publish(agent=agent, note=body.note)
+        return Response(VERSION.render(version), status=status.HTTP_201_CREATED)
 
 
 class AgentVersionListApi(ProjectApi):
-    @extend_schema(operation_id="agents_versions_list", responses=list_of(VERSION_SCHEMA))
+    @extend_schema(operation_id="agents_versions_list", responses=list_of(VERSION.ref))
     def get(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get(project=self.project, agent_id=agent_id)
-        return Response(paginate(request, selectors.version_list(agent=agent), render_version))
+        return Response(paginate(request, selectors.version_list(agent=agent), VERSION.render))
 
 
 class AgentVersionDetailApi(ProjectApi):
-    @extend_schema(operation_id="agents_versions_retrieve", responses={200: VERSION_SCHEMA})
+    @extend_schema(operation_id="agents_versions_retrieve", responses={200: VERSION.ref})
     def get(self, request: Request, agent_id: str, number: int) -> Response:
         agent = selectors.agent_get(project=self.project, agent_id=agent_id)
-        return Response(render_version(selectors.version_get(agent=agent, number=number)))
+        return Response(VERSION.render(selectors.version_get(agent=agent, number=number)))
+
+
+# --- knowledge ----------------------------------------------------------------------------------------------------
+
+MAX_KNOWLEDGE_CONTENT = 100_000
+
+
+@dataclass(frozen=True)
+class KnowledgeSourceCreate:
+    agent: str | None
+    title: str
+    kind: str
+    content: str
+    searchable: bool
+
+
+KNOWLEDGE_SOURCE_CREATE = Input(
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["title", "content"],
+        "properties": {
+            "agent": {
+                "type": ["string", "null"],
+                "default": None,
+                "description": "the agent that searches it; null: every agent of the project",
+                "x-message": "agent is the id of an agent of this project, or null.",
+            },
+            "title": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 200,
+                "pattern": r"\S",
+                "x-message": "title is a non-empty string of at most 200 characters.",
+            },
+            "kind": {"enum": ["text", "api"], "default": "text", "x-message": "kind is text."},
+            "content": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_KNOWLEDGE_CONTENT,
+                "pattern": r"\S",
+                "x-message": f"content is a non-empty string of at most {MAX_KNOWLEDGE_CONTENT} characters.",
+            },
+            "searchable": {"type": "boolean", "default": True, "x-message": "searchable is true or false."},
+        },
+    },
+    KnowledgeSourceCreate,
+)
+
+
+class KnowledgeSourceListCreateApi(ProjectApi):
+    @extend_schema(operation_id="knowledge_sources_list", responses=list_of(KNOWLEDGE_SOURCE.ref))
+    def get(self, request: Request) -> Response:
+        sources = selectors.knowledge_source_list(project=self.project)
+        return Response(paginate(request, sources, KNOWLEDGE_SOURCE.render))
+
+    @extend_schema(
+        operation_id="knowledge_sources_create",
+        request=KNOWLEDGE_SOURCE_CREATE.body,
+        responses={201: KNOWLEDGE_SOURCE.ref},
+    )
+    def post(self, request: Request) -> Response:
+        body = KNOWLEDGE_SOURCE_CREATE.parse(request.data)
+        agent = selectors.agent_get(project=self.project, agent_id=body.agent) if body.agent is not None else None
+        source = services.knowledge_source_create(
+            project=self.project,
+            agent=agent,
+            title=body.title,
+            kind=body.kind,
+            content=body.content,
+            searchable=body.searchable,
+        )
+        return Response(KNOWLEDGE_SOURCE.render(source), status=status.HTTP_201_CREATED)
+
+
+class KnowledgeSourceDetailApi(ProjectApi):
+    @extend_schema(operation_id="knowledge_sources_retrieve", responses={200: KNOWLEDGE_SOURCE.ref})
+    def get(self, request: Request, source_id: str) -> Response:
+        return Response(
+            KNOWLEDGE_SOURCE.render(selectors.knowledge_source_get(project=self.project, source_id=source_id))
+        )
+
+    @extend_schema(operation_id="knowledge_sources_delete", request=None, responses={200: {"type": "object"}})
+    def delete(self, request: Request, source_id: str) -> Response:
+        source = selectors.knowledge_source_get(project=self.project, source_id=source_id)
+        services.knowledge_source_delete(source=source)
+        return Response({"id": source_id, "object": "knowledge_source", "deleted": True})

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from agents.models import Agent, AgentVersion
+from agents.models import Agent, AgentVersion, KnowledgeSource
 from kagent.errors import NotFound
 from kagent.models import Project
 
@@ -27,3 +27,14 @@ def version_get(*, agent: Agent, number: int) -> AgentVersion:
     if version is None:
         raise NotFound("This agent has no version with that number.")
     return version
+
+
+def knowledge_source_list(*, project: Project) -> QuerySet[KnowledgeSource]:
+    return KnowledgeSource.objects.filter(project=project)
+
+
+def knowledge_source_get(*, project: Project, source_id: str) -> KnowledgeSource:
+    source = knowledge_source_list(project=project).filter(pk=source_id).first()
+    if source is None:
+        raise NotFound("No knowledge source with that id in this project.")
+    return source

@@ -8,84 +8,51 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.config import validate_config
-from agents.models import Agent, AgentVersion
+from agents.models import Agent, AgentVersion, KnowledgeSource
 from kagent.errors import Unprocessable
+from kagent.inputs import UNSET, is_set
 from kagent.merge_patch import merge_patch
 from kagent.models import Project
 from tools import builtins
 from tools.models import HttpTool
 
 
-def _check_text(value: Any, field: str, max_length: int, required: bool) -> str:
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise Unprocessable(
-            "invalid_request",
-            f"{field} is a {'non-empty ' if required else ''}string.",
-            details=[{"path": f"$.{field}", "message": "must be a string"}],
-        )
-    if len(value) > max_length:
-        raise Unprocessable(
-            "invalid_request",
-            f"{field} is at most {max_length} characters.",
-            details=[{"path": f"$.{field}", "message": f"length must be at most {max_length}"}],
-        )
-    return value.strip()
-
-
-def _check_bool(value: Any, field: str) -> bool:
-    if not isinstance(value, bool):
-        raise Unprocessable(
-            "invalid_request",
-            f"{field} is true or false.",
-            details=[{"path": f"$.{field}", "message": "must be of type boolean"}],
-        )
-    return value
-
-
-AGENT_FIELDS = {"name", "description", "config", "actions_paused"}
-
-
-def _check_fields(data: dict[str, Any]) -> None:
-    unknown = sorted(set(data) - AGENT_FIELDS)
-    if unknown:
-        raise Unprocessable(
-            "invalid_request",
-            f"Unknown field(s): {', '.join(unknown)[:200]}.",
-            details=[{"path": f"$.{name}", "message": "unknown field"} for name in unknown[:20]],
-        )
-
-
-def agent_create(*, project: Project, data: dict[str, Any]) -> Agent:
-    _check_fields(data)
-    name = _check_text(data.get("name"), "name", 200, required=True)
-    description = _check_text(data.get("description"), "description", 1000, required=False)
-    config = validate_config(data.get("config", {}))
-    actions_paused = _check_bool(data.get("actions_paused", False), "actions_paused")
+def agent_create(
+    *,
+    project: Project,
+    name: str,
+    description: str | None = "",
+    config: dict[str, Any] | None = None,
+    actions_paused: bool = False,
+) -> Agent:
     return Agent.objects.create(
-        project=project, name=name, description=description, config=config, actions_paused=actions_paused
+        project=project,
+        name=name.strip(),
+        description=(description or "").strip(),
+        config=validate_config(config or {}),
+        actions_paused=actions_paused,
     )
 
 
-def agent_update(*, agent: Agent, data: dict[str, Any]) -> Agent:
-    """PATCH: top-level fields replace; `config` is a JSON merge patch (RFC 7396) on the draft, checked whole."""
-    _check_fields(data)
+def agent_update(
+    *,
+    agent: Agent,
+    name: str = UNSET,
+    description: str | None = UNSET,
+    config_patch: dict[str, Any] = UNSET,
+    actions_paused: bool = UNSET,
+) -> Agent:
+    """Top-level fields replace; `config_patch` is a JSON merge patch (RFC 7396) on the draft, checked whole.
+    `actions_paused` applies at once, to every version, without publishing."""
     changes: dict[str, Any] = {}
-    if "name" in data:
-        changes["name"] = _check_text(data["name"], "name", 200, required=True)
-    if "description" in data:
-        changes["description"] = _check_text(data["description"], "description", 1000, required=False)
-    if "config" in data:
-        if not isinstance(data["config"], dict):
-            raise Unprocessable(
-                "invalid_config",
-                "$: config must be a JSON object",
-                details=[{"path": "$", "message": "config must be a JSON object"}],
-            )
-        changes["config"] = validate_config(merge_patch(agent.config, data["config"]))
-    if "actions_paused" in data:
-        changes["actions_paused"] = _check_bool(data["actions_paused"], "actions_paused")
+    if is_set(name):
+        changes["name"] = name.strip()
+    if is_set(description):
+        changes["description"] = (description or "").strip()
+    if is_set(config_patch):
+        changes["config"] = validate_config(merge_patch(agent.config, config_patch))
+    if is_set(actions_paused):
+        changes["actions_paused"] = actions_paused
     if changes:
         changes["updated_at"] = timezone.now()
         Agent.objects.filter(pk=agent.pk).update(**changes)
@@ -99,9 +66,8 @@ def agent_delete(*, agent: Agent) -> None:
 
 
 @transaction.atomic
-def agent_publish(*, agent: Agent, note: Any = "") -> AgentVersion:
+def agent_publish(*, agent: Agent, note: str | None = "") -> AgentVersion:
     """Version n+1: the draft config and copies of every granted HTTP tool as they are now."""
-    note = _check_text(note, "note", 1000, required=False)
     locked = Agent.objects.select_for_update().get(pk=agent.pk)
     config = validate_config(locked.config)
     granted = [grant["tool"] for grant in config["tools"]["http"]]
@@ -118,7 +84,7 @@ def agent_publish(*, agent: Agent, note: Any = "") -> AgentVersion:
         project_id=locked.project_id,
         agent=locked,
         number=number,
-        note=note,
+        note=(note or "").strip(),
         config=config,
         http_tools={name: tools[name].definition() for name in granted},
         builtin_versions=builtins.versions(),
@@ -126,3 +92,28 @@ def agent_publish(*, agent: Agent, note: Any = "") -> AgentVersion:
     Agent.objects.filter(pk=locked.pk).update(latest_version_number=number)
     agent.latest_version_number = number
     return version
+
+
+# --- knowledge ----------------------------------------------------------------------------------------------------
+
+
+def knowledge_source_create(
+    *,
+    project: Project,
+    title: str,
+    content: str,
+    agent: Agent | None = None,
+    kind: str = KnowledgeSource.Kind.TEXT,
+    searchable: bool = True,
+) -> KnowledgeSource:
+    if kind == KnowledgeSource.Kind.API:
+        raise Unprocessable(
+            "not_supported", "API knowledge sources are not available yet; add the content as a text source."
+        )
+    return KnowledgeSource.objects.create(
+        project=project, agent=agent, title=title.strip(), kind=kind, content=content, searchable=searchable
+    )
+
+
+def knowledge_source_delete(*, source: KnowledgeSource) -> None:
+    source.delete()

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from agents import apis, knowledge
+from agents import apis
 
 urlpatterns = [
     path("agents", apis.AgentListCreateApi.as_view()),
@@ -8,6 +8,6 @@ urlpatterns = [
     path("agents/<oid:agent_id>/publish", apis.AgentPublishApi.as_view()),
     path("agents/<oid:agent_id>/versions", apis.AgentVersionListApi.as_view()),
     path("agents/<oid:agent_id>/versions/<int:number>", apis.AgentVersionDetailApi.as_view()),
-    path("knowledge_sources", knowledge.KnowledgeSourceListCreateApi.as_view()),
-    path("knowledge_sources/<oid:source_id>", knowledge.KnowledgeSourceDetailApi.as_view()),
+    path("knowledge_sources", apis.KnowledgeSourceListCreateApi.as_view()),
+    path("knowledge_sources/<oid:source_id>", apis.KnowledgeSourceDetailApi.as_view()),
 ]

@@ -1,10 +1,9 @@
-"""The base class of every `/v1` view, list pagination and small rendering helpers."""
+"""The base class of every `/v1` view, and list pagination."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from datetime import datetime
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.db.models import Model, QuerySet
@@ -41,11 +40,6 @@ class ProjectApi(APIView):
         return key
 
 
-def unix(value: datetime | None) -> int | None:
-    """Timestamps are Unix seconds in the API."""
-    return int(value.timestamp()) if value is not None else None
-
-
 def parse_limit(request: Request) -> int:
     raw = request.query_params.get("limit")
     if raw is None:
@@ -75,17 +69,3 @@ def paginate(request: Request, queryset: QuerySet[M], render: Callable[[M], dict
     more = len(rows) > limit
     rows = rows[:limit]
     return {"data": [render(row) for row in rows], "next": str(rows[-1].pk) if more and rows else None}
-
-
-def render_list(items: Iterable[M], render: Callable[[M], dict[str, Any]]) -> dict[str, Any]:
-    return {"data": [render(item) for item in items], "next": None}
-
-
-def request_object(request: Request, *, allow_empty: bool = False) -> dict[str, Any]:
-    """The JSON body, which must be an object."""
-    data = request.data
-    if not data and allow_empty:
-        return {}
-    if not isinstance(data, dict) or hasattr(data, "getlist"):
-        raise ApiError("invalid_request", "The request body must be a JSON object (Content-Type: application/json).")
-    return data

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -10,78 +10,78 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from kagent import secrets
-from kagent.api import ProjectApi, paginate, request_object, unix
-from kagent.errors import Unprocessable
-from kagent.models import Secret, SigningSecret
-from kagent.openapi import NULLABLE_TIMESTAMP, TIMESTAMP, component, json_body, list_of
+from kagent.api import ProjectApi, paginate
+from kagent.inputs import Input
+from kagent.models import SigningSecret
+from kagent.openapi import list_of
+from kagent.resources import SECRET, SIGNING_SECRET
+from kagent.secrets import HOSTNAME_RE, MAX_HOSTS, MAX_VALUE
 
-SECRET_SCHEMA = component(
-    "Secret",
+
+@dataclass(frozen=True)
+class SecretWrite:
+    value: str
+    allowed_hosts: list[str]
+
+
+# Messages never echo the value.
+SECRET_WRITE = Input(
     {
         "type": "object",
-        "description": "Write-only: the value is never returned.",
-        "properties": {
-            "object": {"const": "secret"},
-            "name": {"type": "string", "pattern": "^[A-Z][A-Z0-9_]{0,63}$"},
-            "allowed_hosts": {"type": "array", "items": {"type": "string"}},
-            "last_four": {"type": "string", "description": "empty for values shorter than 12 characters"},
-            "updated_at": TIMESTAMP,
-        },
-    },
-)
-SECRET_WRITE = json_body(
-    {
-        "type": "object",
+        "additionalProperties": False,
         "required": ["value", "allowed_hosts"],
         "properties": {
-            "value": {"type": "string", "writeOnly": True, "maxLength": 8192},
-            "allowed_hosts": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 20},
-        },
-    }
-)
-SIGNING_SECRET_SCHEMA = component(
-    "SigningSecret",
-    {
-        "type": "object",
-        "properties": {
-            "secret": {"type": "string", "example": "whsec_…"},
-            "previous_secret_expires_at": NULLABLE_TIMESTAMP,
+            "value": {
+                "type": "string",
+                "writeOnly": True,
+                "minLength": 1,
+                "maxLength": MAX_VALUE,
+                "pattern": "^[^\\x00-\\x1f\\x7f]+$",
+                "x-code": "invalid_secret_value",
+                "x-message": "value is a non-empty string.",
+                "x-messages": {
+                    "maxLength": f"value is at most {MAX_VALUE} characters.",
+                    "pattern": "value may not hold control characters or line breaks.",
+                },
+            },
+            "allowed_hosts": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_HOSTS,
+                "items": {"type": "string", "pattern": HOSTNAME_RE.pattern},
+                "description": "the host names this secret may be sent to",
+                "x-code": "invalid_allowed_hosts",
+                "x-message": "allowed_hosts is required: the host names this secret may be sent to.",
+                "x-messages": {
+                    "maxItems": f"At most {MAX_HOSTS} allowed hosts.",
+                    "items": "Each allowed host is a lower-case host name like api.example.com (no scheme, port or "
+                    "path).",
+                },
+            },
         },
     },
+    SecretWrite,
 )
-
-
-def render_secret(secret: Secret) -> dict[str, Any]:
-    return {
-        "object": "secret",
-        "name": secret.name,
-        "allowed_hosts": secret.allowed_hosts,
-        "last_four": secret.last_four,
-        "updated_at": unix(secret.updated_at),
-    }
 
 
 class SecretListApi(ProjectApi):
-    @extend_schema(operation_id="secrets_list", responses=list_of(SECRET_SCHEMA))
+    @extend_schema(operation_id="secrets_list", responses=list_of(SECRET.ref))
     def get(self, request: Request) -> Response:
-        return Response(paginate(request, secrets.secret_list(project=self.project), render_secret))
+        return Response(paginate(request, secrets.secret_list(project=self.project), SECRET.render))
 
 
 class SecretDetailApi(ProjectApi):
-    @extend_schema(operation_id="secrets_put", request=SECRET_WRITE, responses={200: SECRET_SCHEMA, 201: SECRET_SCHEMA})
+    @extend_schema(operation_id="secrets_put", request=SECRET_WRITE.body, responses={200: SECRET.ref, 201: SECRET.ref})
     def put(self, request: Request, name: str) -> Response:
-        body = request_object(request)
-        unknown = sorted(set(body) - {"value", "allowed_hosts"})
-        if unknown:
-            raise Unprocessable("invalid_request", f"Unknown field(s): {', '.join(unknown)[:200]}.")
+        body = SECRET_WRITE.parse(request.data)
         secret, created = secrets.secret_put(
-            project=self.project, name=name, value=body.get("value"), allowed_hosts=body.get("allowed_hosts")
+            project=self.project, name=name, value=body.value, allowed_hosts=body.allowed_hosts
         )
-        return Response(render_secret(secret), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        return Response(SECRET.render(secret), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
-    @extend_schema(operation_id="secrets_retrieve", responses={200: SECRET_SCHEMA})
+    @extend_schema(operation_id="secrets_retrieve", responses={200: SECRET.ref})
     def get(self, request: Request, name: str) -> Response:
-        return Response(render_secret(secrets.secret_get(project=self.project, name=name)))
+        return Response(SECRET.render(secrets.secret_get(project=self.project, name=name)))
 
     @extend_schema(operation_id="secrets_delete", request=None, responses={200: {"type": "object"}})
     def delete(self, request: Request, name: str) -> Response:
@@ -92,40 +92,45 @@ class SecretDetailApi(ProjectApi):
 class _SigningSecretApi(ProjectApi):
     purpose: str = ""
 
-    def _render(self, secret: str) -> dict[str, Any]:
+    def _render(self, secret: str) -> Response:
         expiry = secrets.signing_secret_previous_expiry(project=self.project, purpose=self.purpose)
-        return {"secret": secret, "previous_secret_expires_at": expiry}
+        return Response(SIGNING_SECRET.render((secret, expiry)))
+
+    def _current(self) -> Response:
+        secret, _ = secrets.signing_secret_current(project=self.project, purpose=self.purpose)
+        return self._render(secret)
+
+    def _rotate(self) -> Response:
+        return self._render(secrets.signing_secret_rotate(project=self.project, purpose=self.purpose))
 
 
 class ToolSigningSecretApi(_SigningSecretApi):
     purpose = SigningSecret.Purpose.TOOL_SIGNING
 
-    @extend_schema(operation_id="tool_signing_secret_retrieve", responses={200: SIGNING_SECRET_SCHEMA})
+    @extend_schema(operation_id="tool_signing_secret_retrieve", responses={200: SIGNING_SECRET.ref})
     def get(self, request: Request) -> Response:
-        secret, _ = secrets.signing_secret_current(project=self.project, purpose=self.purpose)
-        return Response(self._render(secret))
+        return self._current()
 
 
 class ToolSigningSecretRotateApi(_SigningSecretApi):
     purpose = SigningSecret.Purpose.TOOL_SIGNING
 
-    @extend_schema(operation_id="tool_signing_secret_rotate", request=None, responses={200: SIGNING_SECRET_SCHEMA})
+    @extend_schema(operation_id="tool_signing_secret_rotate", request=None, responses={200: SIGNING_SECRET.ref})
     def post(self, request: Request) -> Response:
-        return Response(self._render(secrets.signing_secret_rotate(project=self.project, purpose=self.purpose)))
+        return self._rotate()
 
 
 class EndUserSecretApi(_SigningSecretApi):
     purpose = SigningSecret.Purpose.END_USER
 
-    @extend_schema(operation_id="end_user_secret_retrieve", responses={200: SIGNING_SECRET_SCHEMA})
+    @extend_schema(operation_id="end_user_secret_retrieve", responses={200: SIGNING_SECRET.ref})
     def get(self, request: Request) -> Response:
-        secret, _ = secrets.signing_secret_current(project=self.project, purpose=self.purpose)
-        return Response(self._render(secret))
+        return self._current()
 
 
 class EndUserSecretRotateApi(_SigningSecretApi):
     purpose = SigningSecret.Purpose.END_USER
 
-    @extend_schema(operation_id="end_user_secret_rotate", request=None, responses={200: SIGNING_SECRET_SCHEMA})
+    @extend_schema(operation_id="end_user_secret_rotate", request=None, responses={200: SIGNING_SECRET.ref})
     def post(self, request: Request) -> Response:
-        return Response(self._render(secrets.signing_secret_rotate(project=self.project, purpose=self.purpose)))
+        return self._rotate()

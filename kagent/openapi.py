@@ -16,6 +16,10 @@ def component(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
+def registered_components() -> dict[str, dict[str, Any]]:
+    return dict(_COMPONENTS)
+
+
 def list_of(ref: dict[str, Any]) -> dict[int, dict[str, Any]]:
     return {
         200: {
@@ -55,7 +59,8 @@ def add_components(result: dict[str, Any], generator: Any, request: Any, public:
     return result
 
 
-class ApiKeyScheme(OpenApiAuthenticationExtension):
+# drf-spectacular registers extensions in an unannotated __init_subclass__.
+class ApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     target_class = "kagent.auth.ApiKeyAuthentication"
     name = "ApiKey"
 

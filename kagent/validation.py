@@ -15,7 +15,7 @@ def make_validator(schema: dict[str, Any]) -> Draft202012Validator:
     return Draft202012Validator(schema)
 
 
-def _message(error: ValidationError) -> str:
+def short_message(error: ValidationError) -> str:
     # jsonschema's messages repeat the offending value; keep them short so a huge value isn't echoed back.
     if error.validator == "additionalProperties":
         extra = (
@@ -34,10 +34,10 @@ def _message(error: ValidationError) -> str:
         return f"must be of type {error.validator_value}"
     if error.validator == "pattern":
         return f"must match {error.validator_value}"
-    message = error.message
+    message = str(error.message)
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
 
 
 def schema_errors(validator: Draft202012Validator, instance: Any) -> list[dict[str, str]]:
     errors = sorted(validator.iter_errors(instance), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
-    return [{"path": error.json_path, "message": _message(error)} for error in errors]
+    return [{"path": error.json_path, "message": short_message(error)} for error in errors]

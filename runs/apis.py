@@ -1,254 +1,273 @@
-"""`/v1/sessions…` and `/v1/runs…`. Publishable keys may create sessions and runs and use their own."""
+"""`/v1/sessions…`, `/v1/runs…` and the desk (`/v1/tickets…`, `/v1/handoffs`). Each operation parses its body,
+calls one service or selector, renders. Publishable keys may create sessions and runs and use their own."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from kagent.api import ProjectApi, paginate, request_object, unix
+from kagent.api import ProjectApi, paginate
 from kagent.errors import Unprocessable
-from kagent.openapi import NULLABLE_TIMESTAMP, TIMESTAMP, component, json_body, list_of
+from kagent.inputs import Input
+from kagent.openapi import list_of
 from runs import selectors, services
-from runs.models import Message, Run, RunStep, Session, ToolCall
+from runs.identity import EndUserClaim
+from runs.models import Run
+from runs.resources import (
+    HANDOFF,
+    MESSAGE,
+    MODEL_STEP,
+    RUN,
+    RUN_STEP,
+    SESSION,
+    TICKET,
+    TOOL_CALL_STEP,
+)
 
+MAX_INPUT = 20_000
 MAX_WAIT = 30.0
 POLL_INTERVAL = 0.1
 
-RUN_SCHEMA = component(
-    "Run",
-    {
-        "type": "object",
-        "properties": {
-            "id": {"type": "string", "example": "run_01j…"},
-            "object": {"const": "run"},
-            "status": {"enum": [s.value for s in Run.Status]},
-            "agent": {"type": "string"},
-            "version": {"type": ["integer", "null"]},
-            "session": {"type": ["string", "null"]},
-            "sandbox": {"type": "boolean"},
-            "store": {"type": "boolean"},
-            "input": {"type": ["string", "null"]},
-            "output": {
-                "type": ["object", "null"],
-                "properties": {"text": {"type": "string"}, "unverified_claims": {"type": "array"}},
-            },
-            "last_error": {"type": ["object", "null"]},
-            "cancellation_reason": {"enum": ["requested", "superseded", None]},
-            "required_action": {"type": ["object", "null"]},
-            "rounds": {"type": "integer"},
-            "usage": {"type": "object"},
-            "metadata": {"type": "object"},
-            "created_at": TIMESTAMP,
-            "started_at": NULLABLE_TIMESTAMP,
-            "completed_at": NULLABLE_TIMESTAMP,
-        },
+# --- shared body fields -------------------------------------------------------------------------------------------
+
+END_USER = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["external_id"],
+    "properties": {"external_id": {"type": "string"}, "traits": {"type": ["object", "null"]}},
+    "description": "A verified end user, named by the business's server (secret keys only).",
+    "x-code": "invalid_end_user",
+    "x-message": 'end_user is {"external_id": …, "traits": {…}}.',
+}
+END_USER_TOKEN = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 8192,
+    "description": "A JWT (HS256) signed with the project's end-user secret: `sub` = external id, optional "
+    "`traits`, required `exp`.",
+    "x-code": "invalid_end_user_token",
+    "x-message": "end_user_token is a JWT string.",
+}
+METADATA = {
+    "type": "object",
+    "maxProperties": 50,
+    "propertyNames": {"minLength": 1, "maxLength": 64},
+    "additionalProperties": {"type": ["string", "number", "boolean", "null"], "maxLength": 500},
+    "default": {},
+    "x-code": "invalid_metadata",
+    "x-message": "metadata is an object with at most 50 keys.",
+    "x-messages": {
+        "propertyNames": "metadata keys are strings of 1 to 64 characters.",
+        "additionalProperties/type": "metadata values are strings, numbers, booleans or null.",
+        "additionalProperties/maxLength": "metadata values are at most 500 characters.",
     },
-)
-RUN_CREATE = json_body(
-    {
-        "type": "object",
-        "required": ["agent", "input"],
-        "properties": {
-            "agent": {"type": "string"},
-            "version": {"type": "integer", "minimum": 1},
-            "session": {"type": "string"},
-            "input": {"type": "string", "maxLength": 20000},
-            "end_user": {"type": "object", "properties": {"external_id": {"type": "string"}, "traits": {}}},
-            "end_user_token": {"type": "string"},
-            "store": {"type": "boolean", "default": True},
-            "allow_actions": {"type": "boolean", "default": False},
-            "sandbox": {"type": "boolean", "default": False},
-            "run_real_actions": {"type": "boolean", "default": False},
-            "metadata": {"type": "object"},
-            "wait": {"type": "number", "minimum": 0, "maximum": 30},
-        },
-    }
-)
-SESSION_SCHEMA = component(
-    "Session",
-    {
-        "type": "object",
-        "properties": {
-            "id": {"type": "string", "example": "ses_01j…"},
-            "object": {"const": "session"},
-            "agent": {"type": "string"},
-            "end_user": {"type": ["object", "null"]},
-            "metadata": {"type": "object"},
-            "flagged": {"type": "boolean"},
-            "created_at": TIMESTAMP,
-        },
-    },
-)
-STEP_SCHEMA = component("RunStep", {"type": "object"})
-MESSAGE_SCHEMA = component(
-    "Message",
-    {
-        "type": "object",
-        "properties": {
-            "id": {"type": "string"},
-            "role": {"enum": ["user", "assistant"]},
-            "content": {"type": "string"},
-            "run": {"type": "string"},
-            "created_at": TIMESTAMP,
-        },
-    },
-)
+}
 
 
-def render_run(run: Run) -> dict[str, Any]:
-    return {
-        "id": run.pk,
-        "object": "run",
-        "status": run.status,
-        "agent": run.agent_id,
-        "version": run.version_number,
-        "session": run.session_id,
-        "sandbox": run.sandbox,
-        "store": run.store,
-        "input": None if run.purged_at else run.input,
-        "output": run.output if run.status == Run.Status.COMPLETED else None,
-        "last_error": run.last_error,
-        "cancellation_reason": run.cancellation_reason or None,
-        "required_action": run.required_action if run.status == Run.Status.REQUIRES_ACTION else None,
-        "rounds": run.rounds,
-        "usage": {
-            "input_tokens": (run.usage or {}).get("input_tokens", 0),
-            "output_tokens": (run.usage or {}).get("output_tokens", 0),
-        },
-        "metadata": run.metadata,
-        "created_at": unix(run.created_at),
-        "started_at": unix(run.started_at),
-        "completed_at": unix(run.completed_at),
-    }
-
-
-def render_session(session: Session) -> dict[str, Any]:
-    end_user = session.end_user
-    return {
-        "id": session.pk,
-        "object": "session",
-        "agent": session.agent_id,
-        "end_user": {"external_id": end_user.external_id, "verified": True} if end_user else None,
-        "metadata": session.metadata,
-        "flagged": session.flagged,
-        "created_at": unix(session.created_at),
-    }
-
-
-def render_message(message: Message) -> dict[str, Any]:
-    return {
-        "id": message.pk,
-        "object": "message",
-        "role": message.role,
-        "content": message.content,
-        "run": message.run_id,
-        "created_at": unix(message.created_at),
-    }
-
-
-def render_tool_call_step(call: ToolCall) -> dict[str, Any]:
-    return {
-        "id": call.pk,
-        "object": "run_step",
-        "kind": "tool_call",
-        "round": call.round,
-        "created_at": unix(call.created_at),
-        "duration_ms": int((call.finished_at - call.started_at).total_seconds() * 1000)
-        if call.finished_at and call.started_at
-        else None,
-        "tool_call": {
-            "call_id": call.pk,
-            "name": call.name or None,
-            "requested_name": call.requested_name,
-            "kind": call.kind or None,
-            "effect": call.effect or None,
-            "arguments": call.arguments,
-            "arguments_hash": call.arguments_hash or None,
-            "policy": {"decision": call.policy_decision or None, "code": call.policy_code or None},
-            "status": call.status,
-            "simulated": call.simulated,
-            "attempts": call.attempts,
-            "shown_to_model": call.result,
-            "upstream": call.upstream,
-        },
-    }
-
-
-def render_step(step: RunStep) -> dict[str, Any]:
-    return {
-        "id": step.pk,
-        "object": "run_step",
-        "kind": step.kind,
-        "round": step.round,
-        "created_at": unix(step.created_at),
-        "duration_ms": step.duration_ms,
-        step.kind: step.data,
-    }
-
-
-def _deliver(run: Run) -> dict[str, Any]:
-    """The run as the caller sees it; a `store: false` run's content is deleted once its result was returned."""
-    body = render_run(run)
-    if not run.store and run.status in Run.TERMINAL and run.purged_at is None:
-        services.run_purge(run=run)
-    return body
-
-
-def _wait_seconds(value: Any) -> float:
+def _end_user(value: dict[str, Any] | None) -> EndUserClaim | None:
     if value is None:
-        return 0.0
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_WAIT:
-        raise Unprocessable("invalid_request", "wait is a number of seconds from 0 to 30.")
-    return float(value)
+        return None
+    return EndUserClaim(external_id=value["external_id"], traits=value.get("traits"))
+
+
+# --- sessions -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionCreate:
+    agent: str
+    end_user: dict[str, Any] | None
+    end_user_token: str | None
+    metadata: dict[str, Any]
+
+
+SESSION_CREATE = Input(
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["agent"],
+        "properties": {
+            "agent": {"type": "string", "x-message": "agent is required: the id of the agent to talk to."},
+            "end_user": END_USER,
+            "end_user_token": END_USER_TOKEN,
+            "metadata": METADATA,
+        },
+    },
+    SessionCreate,
+)
 
 
 class SessionCreateApi(ProjectApi):
     publishable_allowed = True
 
-    @extend_schema(
-        operation_id="sessions_create", request=json_body({"type": "object"}), responses={201: SESSION_SCHEMA}
-    )
+    @extend_schema(operation_id="sessions_create", request=SESSION_CREATE.body, responses={201: SESSION.ref})
     def post(self, request: Request) -> Response:
-        session = services.session_create(project=self.project, api_key=self.api_key, data=request_object(request))
-        return Response(render_session(session), status=status.HTTP_201_CREATED)
+        body = SESSION_CREATE.parse(request.data)
+        session = services.session_create(
+            project=self.project,
+            api_key=self.api_key,
+            agent_id=body.agent,
+            end_user=_end_user(body.end_user),
+            end_user_token=body.end_user_token,
+            metadata=body.metadata,
+        )
+        return Response(SESSION.render(session), status=status.HTTP_201_CREATED)
 
 
 class SessionDetailApi(ProjectApi):
     publishable_allowed = True
 
-    @extend_schema(operation_id="sessions_retrieve", responses={200: SESSION_SCHEMA})
+    @extend_schema(operation_id="sessions_retrieve", responses={200: SESSION.ref})
     def get(self, request: Request, session_id: str) -> Response:
-        return Response(
-            render_session(selectors.session_get(project=self.project, api_key=self.api_key, session_id=session_id))
-        )
+        session = selectors.session_get(project=self.project, session_id=session_id, key=self.api_key)
+        return Response(SESSION.render(session))
 
 
 class SessionMessagesApi(ProjectApi):
     publishable_allowed = True
 
-    @extend_schema(operation_id="sessions_messages_list", responses=list_of(MESSAGE_SCHEMA))
+    @extend_schema(operation_id="sessions_messages_list", responses=list_of(MESSAGE.ref))
     def get(self, request: Request, session_id: str) -> Response:
-        session = selectors.session_get(project=self.project, api_key=self.api_key, session_id=session_id)
-        return Response(paginate(request, selectors.session_messages(session=session), render_message))
+        session = selectors.session_get(project=self.project, session_id=session_id, key=self.api_key)
+        return Response(paginate(request, selectors.session_messages(session=session), MESSAGE.render))
+
+
+# --- runs ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunCreate:
+    agent: str
+    version: int | None
+    session: str | None
+    input: str
+    end_user: dict[str, Any] | None
+    end_user_token: str | None
+    store: bool
+    allow_actions: bool | None
+    metadata: dict[str, Any]
+    sandbox: bool | dict[str, Any]
+    run_real_actions: bool | None
+    wait: float
+
+
+RUN_CREATE = Input(
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["agent", "input"],
+        "properties": {
+            "agent": {"type": "string", "x-message": "agent is required: the id of the agent to run."},
+            "version": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "pin a published version; default: the latest",
+                "x-message": "version is a published version number (1, 2, …).",
+            },
+            "session": {
+                "type": "string",
+                "description": "a session run; without it the run is one-shot",
+                "x-message": "session is the id of a session.",
+            },
+            "input": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_INPUT,
+                "pattern": r"\S",
+                "description": "the end user's message",
+                "x-message": "input is the end user's message: a non-empty string.",
+                "x-messages": {"maxLength": f"input is at most {MAX_INPUT} characters."},
+            },
+            "end_user": END_USER,
+            "end_user_token": END_USER_TOKEN,
+            "store": {"type": "boolean", "default": True, "x-message": "store is true or false."},
+            "allow_actions": {
+                "type": "boolean",
+                "description": "one-shot runs only: offer action tools",
+                "x-message": "allow_actions is true or false.",
+            },
+            "metadata": METADATA,
+            "sandbox": {
+                "oneOf": [
+                    {"type": "boolean"},
+                    {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {"run_real_actions": {"type": "boolean"}},
+                    },
+                ],
+                "default": False,
+                "description": 'run the draft, as the test panel does (secret key only): true, or {"run_real_actions": '
+                "true} to let action tools really run",
+                "x-message": 'sandbox is true/false or {"run_real_actions": true/false}.',
+            },
+            "run_real_actions": {
+                "type": "boolean",
+                "description": "sandbox runs only (the flat form of sandbox.run_real_actions)",
+                "x-message": "run_real_actions is true or false.",
+            },
+            "wait": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": MAX_WAIT,
+                "default": 0,
+                "description": "seconds to wait for the run to end or pause before answering",
+                "x-message": "wait is a number of seconds from 0 to 30.",
+            },
+        },
+    },
+    RunCreate,
+)
+
+
+def _sandbox(body: RunCreate) -> tuple[bool, bool]:
+    """(sandbox, run_real_actions) from either form: `"sandbox": {"run_real_actions": true}` or the flat one."""
+    if isinstance(body.sandbox, dict):
+        if body.run_real_actions is not None:
+            raise Unprocessable("invalid_request", "Give run_real_actions once, inside sandbox or beside it.")
+        return True, bool(body.sandbox.get("run_real_actions", False))
+    return body.sandbox, bool(body.run_real_actions)
+
+
+def _deliver(run: Run) -> dict[str, Any]:
+    """The run as the caller sees it; a `store: false` run's content is deleted once its result was returned."""
+    rendered = RUN.render(run)
+    if not run.store and run.status in Run.TERMINAL and run.purged_at is None:
+        services.run_purge(run=run)
+    return rendered
 
 
 class RunCreateApi(ProjectApi):
     publishable_allowed = True
 
-    @extend_schema(operation_id="runs_create", request=RUN_CREATE, responses={201: RUN_SCHEMA, 200: RUN_SCHEMA})
+    @extend_schema(operation_id="runs_create", request=RUN_CREATE.body, responses={201: RUN.ref, 200: RUN.ref})
     def post(self, request: Request) -> Response:
-        data = request_object(request)
-        wait = _wait_seconds(data.get("wait"))
+        body = RUN_CREATE.parse(request.data)
+        sandbox, run_real_actions = _sandbox(body)
         run = services.run_create(
-            project=self.project, api_key=self.api_key, data=data, client_ip=request.META.get("REMOTE_ADDR", "")
+            project=self.project,
+            api_key=self.api_key,
+            agent_id=body.agent,
+            text=body.input,
+            version=body.version,
+            session_id=body.session,
+            end_user=_end_user(body.end_user),
+            end_user_token=body.end_user_token,
+            store=body.store,
+            allow_actions=body.allow_actions,
+            metadata=body.metadata,
+            sandbox=sandbox,
+            run_real_actions=run_real_actions,
+            client_ip=request.META.get("REMOTE_ADDR", ""),
         )
-        if wait:
-            deadline = time.monotonic() + wait
+        if body.wait:
+            deadline = time.monotonic() + body.wait
             while time.monotonic() < deadline:
                 run.refresh_from_db()
                 if run.status in Run.TERMINAL or run.status == Run.Status.REQUIRES_ACTION:
@@ -261,63 +280,147 @@ class RunCreateApi(ProjectApi):
 class RunDetailApi(ProjectApi):
     publishable_allowed = True
 
-    @extend_schema(operation_id="runs_retrieve", responses={200: RUN_SCHEMA})
+    @extend_schema(operation_id="runs_retrieve", responses={200: RUN.ref})
     def get(self, request: Request, run_id: str) -> Response:
-        run = selectors.run_get(project=self.project, api_key=self.api_key, run_id=run_id)
+        run = selectors.run_get(project=self.project, run_id=run_id, key=self.api_key)
         services.run_expire_if_due(run=run)
         return Response(_deliver(run))
 
 
 class RunStepsApi(ProjectApi):
     # Steps hold upstream statuses and bodies: for the business's server, not for browsers.
-    @extend_schema(operation_id="runs_steps_list", responses=list_of(STEP_SCHEMA))
+    @extend_schema(operation_id="runs_steps_list", responses=list_of(RUN_STEP))
     def get(self, request: Request, run_id: str) -> Response:
-        run = selectors.run_get(project=self.project, api_key=self.api_key, run_id=run_id)
+        run = selectors.run_get(project=self.project, run_id=run_id, key=self.api_key)
         steps, calls = selectors.run_steps(run=run)
         # In the order things happened: the model call at round r, then the tool calls it asked for (round r + 1,
         # in the order asked), then the next model call.
-        ordered = [((s.round, 0, s.created_at.timestamp()), render_step(s)) for s in steps]
-        ordered += [((c.round - 1, 1, c.index), render_tool_call_step(c)) for c in calls]
+        ordered = [((s.round, 0, s.created_at.timestamp()), MODEL_STEP.render(s)) for s in steps]
+        ordered += [((c.round - 1, 1, c.index), TOOL_CALL_STEP.render(c)) for c in calls]
         ordered.sort(key=lambda pair: pair[0])
         return Response({"data": [item for _, item in ordered], "next": None})
+
+
+@dataclass(frozen=True)
+class SubmitToolOutputs:
+    tool_outputs: list[dict[str, Any]]
+
+
+SUBMIT_TOOL_OUTPUTS = Input(
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["tool_outputs"],
+        "properties": {
+            "tool_outputs": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["call_id"],
+                    "properties": {
+                        "call_id": {"type": "string"},
+                        "output": {"description": "any JSON, at most 16 KiB"},
+                        "is_error": {"type": ["boolean", "null"]},
+                    },
+                },
+                "description": "one output for every open call",
+                "x-message": 'tool_outputs is a list of {"call_id", "output", "is_error"}.',
+                "x-messages": {
+                    "items": 'each output is {"call_id", "output", "is_error"}.',
+                    "items/properties/call_id": "call_id is the string id of an open tool call.",
+                    "items/properties/is_error": "is_error is true or false.",
+                },
+            }
+        },
+    },
+    SubmitToolOutputs,
+)
 
 
 class RunSubmitToolOutputsApi(ProjectApi):
     publishable_allowed = True
 
-    @extend_schema(
-        operation_id="runs_submit_tool_outputs",
-        request=json_body(
-            {
-                "type": "object",
-                "required": ["tool_outputs"],
-                "properties": {
-                    "tool_outputs": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["call_id"],
-                            "properties": {
-                                "call_id": {"type": "string"},
-                                "output": {},
-                                "is_error": {"type": "boolean"},
-                            },
-                        },
-                    }
-                },
-            }
-        ),
-        responses={200: RUN_SCHEMA},
-    )
+    @extend_schema(operation_id="runs_submit_tool_outputs", request=SUBMIT_TOOL_OUTPUTS.body, responses={200: RUN.ref})
     def post(self, request: Request, run_id: str) -> Response:
-        run = selectors.run_get(project=self.project, api_key=self.api_key, run_id=run_id)
-        return Response(render_run(services.run_submit_tool_outputs(run=run, data=request_object(request))))
+        run = selectors.run_get(project=self.project, run_id=run_id, key=self.api_key)
+        body = SUBMIT_TOOL_OUTPUTS.parse(request.data)
+        outputs = [
+            services.ToolOutput(item["call_id"], item.get("output"), bool(item.get("is_error")))
+            for item in body.tool_outputs
+        ]
+        return Response(RUN.render(services.run_submit_tool_outputs(run=run, tool_outputs=outputs)))
 
 
 class RunCancelApi(ProjectApi):
     publishable_allowed = True
 
-    @extend_schema(operation_id="runs_cancel", request=None, responses={200: RUN_SCHEMA})
+    @extend_schema(operation_id="runs_cancel", request=None, responses={200: RUN.ref})
     def post(self, request: Request, run_id: str) -> Response:
-        run = selectors.run_get(project=self.project, api_key=self.api_key, run_id=run_id)
+        run = selectors.run_get(project=self.project, run_id=run_id, key=self.api_key)
         return Response(_deliver(services.run_cancel(run=run, reason="requested")))
+
+
+# --- the desk -----------------------------------------------------------------------------------------------------
+
+DESK_FILTERS = [
+    OpenApiParameter("status", str, enum=["open", "closed"]),
+    OpenApiParameter("include_tests", bool, description="include test-panel objects (off by default)"),
+]
+
+
+def _desk_filters(request: Request) -> dict[str, Any]:
+    status_filter = request.query_params.get("status")
+    if status_filter is not None and status_filter not in ("open", "closed"):
+        raise Unprocessable("invalid_parameter", "status is open or closed.")
+    return {"status": status_filter, "include_tests": request.query_params.get("include_tests") in ("true", "1")}
+
+
+class TicketListApi(ProjectApi):
+    @extend_schema(operation_id="tickets_list", parameters=DESK_FILTERS, responses=list_of(TICKET.ref))
+    def get(self, request: Request) -> Response:
+        tickets = selectors.ticket_list(project=self.project, **_desk_filters(request))
+        return Response(paginate(request, tickets, TICKET.render))
+
+
+@dataclass(frozen=True)
+class TicketUpdate:
+    status: str
+    priority: str
+
+
+TICKET_UPDATE = Input(
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "status": {"enum": ["open", "closed"], "x-message": "status is one of open, closed."},
+            "priority": {
+                "enum": ["low", "normal", "high", "urgent"],
+                "x-message": "priority is one of low, normal, high, urgent.",
+            },
+        },
+    },
+    TicketUpdate,
+)
+
+
+class TicketDetailApi(ProjectApi):
+    @extend_schema(operation_id="tickets_retrieve", responses={200: TICKET.ref})
+    def get(self, request: Request, ticket_id: str) -> Response:
+        return Response(TICKET.render(selectors.ticket_get(project=self.project, ticket_id=ticket_id)))
+
+    @extend_schema(operation_id="tickets_update", request=TICKET_UPDATE.body, responses={200: TICKET.ref})
+    def patch(self, request: Request, ticket_id: str) -> Response:
+        ticket = selectors.ticket_get(project=self.project, ticket_id=ticket_id)
+        body = TICKET_UPDATE.parse(request.data, partial=True)
+        ticket = services.ticket_update(ticket=ticket, status=body.status, priority=body.priority)
+        return Response(TICKET.render(ticket))
+
+
+class HandoffListApi(ProjectApi):
+    @extend_schema(operation_id="handoffs_list", parameters=DESK_FILTERS, responses=list_of(HANDOFF.ref))
+    def get(self, request: Request) -> Response:
+        handoffs = selectors.handoff_list(project=self.project, **_desk_filters(request))
+        return Response(paginate(request, handoffs, HANDOFF.render))

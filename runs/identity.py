@@ -24,6 +24,14 @@ MAX_TRAIT_VALUE = 1000
 
 
 @dataclass(frozen=True)
+class EndUserClaim:
+    """`end_user` as a secret-key caller names it: `traits` None when not given (the stored traits stay)."""
+
+    external_id: str
+    traits: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class Identity:
     end_user: EndUser | None
 
@@ -106,23 +114,24 @@ def _verify_token(project: Project, token: Any) -> tuple[str, dict[str, Any] | N
     raise Unprocessable("invalid_end_user_token", f"The end_user_token is not valid: {last_error}.")
 
 
-def identity_resolve(*, project: Project, api_key: ApiKey, end_user: Any, end_user_token: Any) -> Identity:
+def identity_resolve(
+    *, project: Project, api_key: ApiKey | None, end_user: EndUserClaim | None, end_user_token: str | None
+) -> Identity:
+    """The run's end user. `api_key` None is the dashboard, trusted like the project's secret key."""
     if end_user is not None and end_user_token is not None:
         raise Unprocessable("invalid_request", "Give end_user or end_user_token, not both.")
     if end_user_token is not None:
         external_id, traits = _verify_token(project, end_user_token)
         return Identity(_upsert(project, external_id, traits))
     if end_user is not None:
-        if not api_key.is_secret:
+        if api_key is not None and not api_key.is_secret:
             raise ApiError(
                 "end_user_token_required",
                 "With a publishable key, identify the end user with an end_user_token signed on your server; "
                 "end_user is for secret keys.",
                 status=403,
             )
-        if not isinstance(end_user, dict) or set(end_user) - {"external_id", "traits"}:
-            raise Unprocessable("invalid_end_user", 'end_user is {"external_id": …, "traits": {…}}.')
-        external_id = _check_external_id(end_user.get("external_id"), "$.end_user.external_id")
-        traits = _check_traits(end_user.get("traits"), "$.end_user.traits") if "traits" in end_user else None
+        external_id = _check_external_id(end_user.external_id, "$.end_user.external_id")
+        traits = _check_traits(end_user.traits, "$.end_user.traits") if end_user.traits is not None else None
         return Identity(_upsert(project, external_id, traits))
     return ANONYMOUS

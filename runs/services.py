@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -15,19 +16,21 @@ from django.utils import timezone
 from agents.models import Agent, AgentVersion
 from agents.selectors import agent_get
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
+from kagent.inputs import UNSET, is_set
 from kagent.models import ApiKey, Project
 from runs.builtin_tools import searchable_sources
 from runs.engine import client_output_shown
-from runs.identity import Identity, identity_resolve
+from runs.identity import EndUserClaim, Identity, identity_resolve
 from runs.llm import Message
 from runs.models import Message as ChatMessage
-from runs.models import Run, RunStep, Segment, Session, ToolCall
+from runs.models import Run, RunStep, Segment, Session, Ticket, ToolCall
+from runs.queue import enqueue_run, send_run
+from runs.selectors import session_get
 from tools.models import HttpTool
 from tools.toolset import ToolSetFacts, tool_set_build, without_client_tools
 
 logger = logging.getLogger(__name__)
 
-MAX_INPUT = 20_000
 SEGMENT_IDLE = timedelta(minutes=30)
 HISTORY_MESSAGES = 20
 CLIENT_OUTPUT_MAX_BYTES = 16 * 1024
@@ -36,72 +39,35 @@ QUEUED_RESEND_AFTER = timedelta(minutes=5)
 UNREAD_PURGE_AFTER = timedelta(minutes=10)
 
 
-def _enqueue(run_id: str) -> None:
-    from runs.tasks import execute_run
-
-    transaction.on_commit(lambda: execute_run.delay(run_id))
-
-
-def check_metadata(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or len(value) > 50:
-        raise Unprocessable("invalid_metadata", "metadata is an object with at most 50 keys.")
-    for key, item in value.items():
-        if not isinstance(key, str) or not 0 < len(key) <= 64:
-            raise Unprocessable("invalid_metadata", "metadata keys are strings of 1 to 64 characters.")
-        if not isinstance(item, (str, int, float, bool)) and item is not None:
-            raise Unprocessable("invalid_metadata", "metadata values are strings, numbers, booleans or null.")
-        if isinstance(item, str) and len(item) > 500:
-            raise Unprocessable("invalid_metadata", "metadata values are at most 500 characters.")
-    return value
-
-
-def _bool(value: Any, field: str, default: bool) -> bool:
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise Unprocessable("invalid_request", f"{field} is true or false.", details=[{"path": f"$.{field}"}])
-    return value
-
-
-def _check_fields(data: dict[str, Any], allowed: set[str]) -> None:
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise Unprocessable("invalid_request", f"Unknown field(s): {', '.join(unknown)[:200]}.")
-
-
 # --- sessions ---------------------------------------------------------------------------------------------------
 
 
-def session_create(*, project: Project, api_key: ApiKey, data: dict[str, Any]) -> Session:
-    _check_fields(data, {"agent", "end_user", "end_user_token", "metadata"})
-    if not isinstance(data.get("agent"), str):
-        raise Unprocessable("invalid_request", "agent is required: the id of the agent to talk to.")
-    agent = agent_get(project=project, agent_id=data["agent"])
-    identity = identity_resolve(
-        project=project, api_key=api_key, end_user=data.get("end_user"), end_user_token=data.get("end_user_token")
-    )
+def session_create(
+    *,
+    project: Project,
+    api_key: ApiKey | None,
+    agent_id: str,
+    end_user: EndUserClaim | None = None,
+    end_user_token: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Session:
+    """A conversation with one end user. `api_key` None: the dashboard."""
+    agent = agent_get(project=project, agent_id=agent_id)
+    identity = identity_resolve(project=project, api_key=api_key, end_user=end_user, end_user_token=end_user_token)
     return Session.objects.create(
-        project=project,
-        agent=agent,
-        end_user=identity.end_user,
-        created_by_key=api_key,
-        metadata=check_metadata(data.get("metadata")),
+        project=project, agent=agent, end_user=identity.end_user, created_by_key=api_key, metadata=metadata or {}
     )
 
 
-def _session_for_run(project: Project, api_key: ApiKey, session_id: Any, agent: Agent, identity: Identity) -> Session:
-    if not isinstance(session_id, str):
-        raise Unprocessable("invalid_request", "session is the id of a session.")
-    from runs.selectors import session_get
-
-    session = session_get(project=project, api_key=api_key, session_id=session_id)
+def _session_for_run(
+    project: Project, api_key: ApiKey | None, session_id: str, agent: Agent, identity: Identity
+) -> Session:
+    session = session_get(project=project, session_id=session_id, key=api_key)
     if session.agent_id != agent.pk:
         raise Unprocessable("session_agent_mismatch", "This session belongs to another agent.")
     if session.end_user_id is not None:
         if identity.end_user is None:
-            if not api_key.is_secret:
+            if api_key is not None and not api_key.is_secret:
                 raise ApiError(
                     "end_user_token_required",
                     "This session belongs to a verified end user: send their end_user_token with every run.",
@@ -163,156 +129,156 @@ def _segment_for(
     )
 
 
-@transaction.atomic
-def run_create(*, project: Project, api_key: ApiKey, data: dict[str, Any], client_ip: str = "") -> Run:
-    _check_fields(
-        data,
-        {
-            "agent",
-            "version",
-            "session",
-            "input",
-            "end_user",
-            "end_user_token",
-            "store",
-            "allow_actions",
-            "metadata",
-            "sandbox",
-            "run_real_actions",
-            "wait",
-        },
-    )
-    if not isinstance(data.get("agent"), str):
-        raise Unprocessable("invalid_request", "agent is required: the id of the agent to run.")
-    text = data.get("input")
-    if not isinstance(text, str) or not text.strip():
-        raise Unprocessable("invalid_request", "input is the end user's message: a non-empty string.")
-    if len(text) > MAX_INPUT:
-        raise Unprocessable("invalid_request", f"input is at most {MAX_INPUT} characters.")
-    store = _bool(data.get("store"), "store", True)
-    sandbox_value = data.get("sandbox")
-    if isinstance(sandbox_value, dict):  # `"sandbox": {"run_real_actions": true}` reads as well as the flat form
-        if set(sandbox_value) - {"run_real_actions"}:
-            raise Unprocessable("invalid_request", 'sandbox is true/false or {"run_real_actions": true/false}.')
-        sandbox = True
-        run_real_actions = _bool(sandbox_value.get("run_real_actions"), "sandbox.run_real_actions", False)
-        if "run_real_actions" in data:
-            raise Unprocessable("invalid_request", "Give run_real_actions once, inside sandbox or beside it.")
-    else:
-        sandbox = _bool(sandbox_value, "sandbox", False)
-        run_real_actions = _bool(data.get("run_real_actions"), "run_real_actions", False)
-    one_shot = data.get("session") is None
-    if "allow_actions" in data and not one_shot:
-        raise Unprocessable("invalid_request", "allow_actions is for one-shot runs; a session run follows its session.")
-    allow_actions = _bool(data.get("allow_actions"), "allow_actions", False)
-    metadata = check_metadata(data.get("metadata"))
-    if run_real_actions and not sandbox:
-        raise Unprocessable("invalid_request", "run_real_actions applies to sandbox runs only.")
-    if sandbox and not api_key.is_secret:
-        raise ApiError("sandbox_requires_secret_key", "Sandbox runs need a secret key (or the dashboard).", status=403)
+@dataclass(frozen=True)
+class _WhatRuns:
+    """The agent, the version a run pins (None: the draft, in the test panel), and the config and HTTP tools it runs."""
 
-    version: AgentVersion | None = None
-    if not sandbox and data.get("version") is None:
+    agent: Agent
+    version: AgentVersion | None
+    config: dict[str, Any]
+    http_tools: dict[str, Any]
+
+
+def _what_runs(project: Project, agent_id: str, version_number: int | None, sandbox: bool) -> _WhatRuns:
+    if sandbox:
+        if version_number is not None:
+            raise Unprocessable("invalid_request", "A sandbox run uses the draft; don't pin a version.")
+        agent = agent_get(project=project, agent_id=agent_id)
+        http_tools = {t.name: t.definition() for t in HttpTool.objects.filter(project=project)}
+        return _WhatRuns(agent, None, agent.config, http_tools)
+    if version_number is None:
         # The common case in one query: the agent with its latest published version.
         version = (
             AgentVersion.objects.select_related("agent")
             .filter(
                 project=project,
-                agent_id=data["agent"],
+                agent_id=agent_id,
                 agent__deleted_at__isnull=True,
                 number=F("agent__latest_version_number"),
             )
             .first()
         )
-    agent = version.agent if version is not None else agent_get(project=project, agent_id=data["agent"])
-    if sandbox:
-        if data.get("version") is not None:
-            raise Unprocessable("invalid_request", "A sandbox run uses the draft; don't pin a version.")
-        config = agent.config
-        http_tools = {t.name: t.definition() for t in HttpTool.objects.filter(project=project)}
-    else:
-        pinned = data.get("version")
-        if pinned is not None:
-            if isinstance(pinned, bool) or not isinstance(pinned, int) or pinned < 1:
-                raise Unprocessable("invalid_request", "version is a published version number (1, 2, …).")
-            version = AgentVersion.objects.filter(agent=agent, number=pinned).first()
-            if version is None:
-                raise NotFound("This agent has no version with that number.")
-        elif version is None:
+        if version is None:
+            agent_get(project=project, agent_id=agent_id)  # a 404 for an agent that isn't there
             raise Conflict("not_published", "This agent has no published version yet. Publish it first.")
-        config, http_tools = version.config, version.http_tools
+        return _WhatRuns(version.agent, version, version.config, version.http_tools)
+    agent = agent_get(project=project, agent_id=agent_id)
+    version = AgentVersion.objects.filter(agent=agent, number=version_number).first()
+    if version is None:
+        raise NotFound("This agent has no version with that number.")
+    return _WhatRuns(agent, version, version.config, version.http_tools)
 
-    identity = identity_resolve(
-        project=project, api_key=api_key, end_user=data.get("end_user"), end_user_token=data.get("end_user_token")
-    )
+
+def _rate_key(
+    identity: Identity, session: Session | None, api_key: ApiKey | None, client_ip: str, sandbox: bool
+) -> str:
+    """Who the per-user limits of the policy check count against (step 7)."""
+    if identity.end_user is not None:
+        key = f"eu:{identity.end_user.pk}"
+    elif session is not None:
+        key = f"ses:{session.pk}"
+    else:
+        # An anonymous one-shot call has no identity: it counts against the key and the caller's address.
+        key = f"anon:{api_key.pk if api_key else 'dashboard'}:{client_ip[:45]}"
+    # The test panel's calls never use up a real customer's limits.
+    return f"test:{key}"[:100] if sandbox else key
+
+
+@transaction.atomic
+def run_create(
+    *,
+    project: Project,
+    api_key: ApiKey | None,
+    agent_id: str,
+    text: str,
+    version: int | None = None,
+    session_id: str | None = None,
+    end_user: EndUserClaim | None = None,
+    end_user_token: str | None = None,
+    store: bool = True,
+    allow_actions: bool | None = None,
+    metadata: dict[str, Any] | None = None,
+    sandbox: bool = False,
+    run_real_actions: bool = False,
+    client_ip: str = "",
+) -> Run:
+    """A queued run, enqueued on commit. `api_key` None is the dashboard (trusted like a secret key); `session_id`
+    None makes a one-shot run; `allow_actions` None means not given."""
+    one_shot = session_id is None
+    if allow_actions is not None and not one_shot:
+        raise Unprocessable("invalid_request", "allow_actions is for one-shot runs; a session run follows its session.")
+    if run_real_actions and not sandbox:
+        raise Unprocessable("invalid_request", "run_real_actions applies to sandbox runs only.")
+    if sandbox and api_key is not None and not api_key.is_secret:
+        raise ApiError("sandbox_requires_secret_key", "Sandbox runs need a secret key (or the dashboard).", status=403)
+
+    what = _what_runs(project, agent_id, version, sandbox)
+    agent = what.agent
+    identity = identity_resolve(project=project, api_key=api_key, end_user=end_user, end_user_token=end_user_token)
     now = timezone.now()
     session: Session | None = None
-    if not one_shot:
-        session = _session_for_run(project, api_key, data["session"], agent, identity)
+    if session_id is not None:
+        session = _session_for_run(project, api_key, session_id, agent, identity)
         session = Session.objects.select_for_update().get(pk=session.pk)  # one new run at a time per session
         if identity.end_user is None and session.end_user_id is not None:
             identity = Identity(session.end_user)
-    has_knowledge = searchable_sources(project_id=project.pk, agent_id=agent.pk).exists()
     facts = ToolSetFacts(
         one_shot=one_shot,
-        allow_actions=allow_actions,
+        allow_actions=bool(allow_actions),
         verified=identity.verified,
         actions_paused=agent.actions_paused,
         store=store,
-        has_searchable_knowledge=has_knowledge,
+        has_searchable_knowledge=searchable_sources(project_id=project.pk, agent_id=agent.pk).exists(),
     )
     segment = None
     if session is not None:
-        segment = _segment_for(session, version, config, http_tools, facts, now)
+        segment = _segment_for(session, what.version, what.config, what.http_tools, facts, now)
         tool_set = segment.tool_set if store else without_client_tools(segment.tool_set)
         history = _history(session)
-        for open_run in Run.objects.filter(session=session, status__in=Run.ACTIVE):
-            try:
-                run_cancel(run=open_run, reason="superseded")
-            except Conflict:
-                pass  # it finished on its own a moment ago: nothing left to supersede
+        _supersede_open_runs(session)
         Session.objects.filter(pk=session.pk).update(last_activity_at=now)
     else:
-        tool_set = tool_set_build(config=config, http_tools=http_tools, facts=facts)
+        tool_set = tool_set_build(config=what.config, http_tools=what.http_tools, facts=facts)
         history = []
 
     run = Run(
         project=project,
         agent=agent,
-        version=version,
-        version_number=version.number if version else None,
+        version=what.version,
+        version_number=what.version.number if what.version else None,
         session=session,
         segment=segment,
         end_user=identity.end_user,
         created_by_key=api_key,
+        rate_key=_rate_key(identity, session, api_key, client_ip, sandbox),
         input=text,
         store=store,
-        allow_actions=allow_actions,
+        allow_actions=bool(allow_actions),
         sandbox=sandbox,
         run_real_actions=run_real_actions,
-        metadata=metadata,
-        config=config,
+        metadata=metadata or {},
+        config=what.config,
         tool_set=tool_set,
+        transcript=[m.to_dict() for m in history] + [Message(role="user", content=text).to_dict()],
         created_at=now,
         queued_at=now,
     )
-    if identity.end_user is not None:
-        run.rate_key = f"eu:{identity.end_user.pk}"
-    elif session is not None:
-        run.rate_key = f"ses:{session.pk}"
-    else:
-        # An anonymous one-shot call has no identity: it counts against the key and the caller's address.
-        run.rate_key = f"anon:{api_key.pk}:{client_ip[:45]}"
-    if sandbox:  # the test panel's calls never use up a real customer's limits
-        run.rate_key = f"test:{run.rate_key}"[:100]
-    run.transcript = [m.to_dict() for m in history] + [Message(role="user", content=text).to_dict()]
     run.save(force_insert=True)
     if session is not None:  # a one-shot run keeps its input on the run itself
         ChatMessage.objects.create(
             project=project, session=session, run=run, role=ChatMessage.Role.USER, content=text, created_at=now
         )
-    _enqueue(run.pk)
+    enqueue_run(run.pk)
     return run
+
+
+def _supersede_open_runs(session: Session) -> None:
+    """A new run on a session supersedes the one still open there."""
+    for open_run in Run.objects.filter(session=session, status__in=Run.ACTIVE):
+        try:
+            run_cancel(run=open_run, reason="superseded")
+        except Conflict:
+            pass  # it finished on its own a moment ago: nothing left to supersede
 
 
 def run_cancel(*, run: Run, reason: str = "requested") -> Run:
@@ -342,11 +308,17 @@ def run_cancel(*, run: Run, reason: str = "requested") -> Run:
     return run
 
 
-def run_submit_tool_outputs(*, run: Run, data: dict[str, Any]) -> Run:
-    _check_fields(data, {"tool_outputs"})
-    outputs = data.get("tool_outputs")
-    if not isinstance(outputs, list) or not outputs:
-        raise Unprocessable("invalid_request", 'tool_outputs is a list of {"call_id", "output", "is_error"}.')
+@dataclass(frozen=True)
+class ToolOutput:
+    """The app's answer to one client tool call."""
+
+    call_id: str
+    output: Any
+    is_error: bool = False
+
+
+def run_submit_tool_outputs(*, run: Run, tool_outputs: list[ToolOutput]) -> Run:
+    """Resumes a paused run: every open call answered in one request, each output at most 16 KiB of JSON."""
     run_expire_if_due(run=run)
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
@@ -357,31 +329,23 @@ def run_submit_tool_outputs(*, run: Run, data: dict[str, Any]) -> Run:
         }
         seen: set[str] = set()
         updates: list[tuple[ToolCall, dict[str, Any], bool]] = []
-        for index, item in enumerate(outputs):
+        for index, item in enumerate(tool_outputs):
             path = f"$.tool_outputs[{index}]"
-            if not isinstance(item, dict) or set(item) - {"call_id", "output", "is_error"} or "call_id" not in item:
-                raise Unprocessable("invalid_request", f'{path}: each output is {{"call_id", "output", "is_error"}}.')
-            call_id = item["call_id"]
-            if not isinstance(call_id, str):
-                raise Unprocessable("invalid_request", f"{path}.call_id is the string id of an open tool call.")
-            if call_id in seen:
-                raise Unprocessable("duplicate_call_id", f"{path}: {str(call_id)[:60]} is answered twice.")
-            seen.add(call_id)
-            if call_id not in open_calls:
+            if item.call_id in seen:
+                raise Unprocessable("duplicate_call_id", f"{path}: {item.call_id[:60]} is answered twice.")
+            seen.add(item.call_id)
+            if item.call_id not in open_calls:
                 raise Unprocessable(
-                    "unknown_call_id", f"{path}: {str(call_id)[:60]} is not an open tool call of this run."
+                    "unknown_call_id", f"{path}: {item.call_id[:60]} is not an open tool call of this run."
                 )
-            is_error = item.get("is_error") or False
-            if not isinstance(is_error, bool):
-                raise Unprocessable("invalid_request", f"{path}.is_error is true or false.")
-            size = len(json.dumps(item.get("output"), ensure_ascii=False).encode())
+            size = len(json.dumps(item.output, ensure_ascii=False).encode())
             if size > CLIENT_OUTPUT_MAX_BYTES:
                 raise Unprocessable(
                     "tool_output_too_large",
                     f"{path}.output is {size} bytes of JSON; at most {CLIENT_OUTPUT_MAX_BYTES}.",
                 )
-            call = open_calls[call_id]
-            updates.append((call, client_output_shown(call.name, item.get("output"), is_error), is_error))
+            call = open_calls[item.call_id]
+            updates.append((call, client_output_shown(call.name, item.output, item.is_error), item.is_error))
         missing = sorted(set(open_calls) - seen)
         if missing:
             raise Unprocessable(
@@ -397,7 +361,7 @@ def run_submit_tool_outputs(*, run: Run, data: dict[str, Any]) -> Run:
         Run.objects.filter(pk=locked.pk).update(
             status=Run.Status.QUEUED, required_action=None, expires_at=None, queued_at=now
         )
-        _enqueue(locked.pk)
+        enqueue_run(locked.pk)
     run.refresh_from_db()
     return run
 
@@ -443,8 +407,6 @@ def run_purge(*, run: Run) -> None:
 def run_sweep() -> dict[str, int]:
     """The periodic safety net: re-queue runs whose worker died, resend lost queue messages, expire paused runs,
     purge unread `store: false` runs."""
-    from runs.tasks import execute_run
-
     now = timezone.now()
     counts = {"requeued": 0, "resent": 0, "expired": 0, "purged": 0}
     for run_id, claims in Run.objects.filter(status=Run.Status.IN_PROGRESS, lease_expires_at__lt=now).values_list(
@@ -454,13 +416,13 @@ def run_sweep() -> dict[str, int]:
             status=Run.Status.QUEUED, queued_at=now, lease_expires_at=None
         ):
             logger.warning("run %s: lease expired (worker lost); re-queued", run_id)
-            execute_run.delay(run_id)
+            send_run(run_id)
             counts["requeued"] += 1
     for run_id in Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=now - QUEUED_RESEND_AFTER).values_list(
         "pk", flat=True
     )[:500]:
         Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(queued_at=now)
-        execute_run.delay(run_id)
+        send_run(run_id)
         counts["resent"] += 1
     for run in Run.objects.filter(status=Run.Status.REQUIRES_ACTION, expires_at__lte=now)[:500]:
         counts["expired"] += run_expire_if_due(run=run)
@@ -470,3 +432,16 @@ def run_sweep() -> dict[str, int]:
         run_purge(run=run)
         counts["purged"] += 1
     return counts
+
+
+# --- the desk ---------------------------------------------------------------------------------------------------
+
+
+def ticket_update(*, ticket: Ticket, status: str = UNSET, priority: str = UNSET) -> Ticket:
+    """Close or reopen a ticket, or change its priority."""
+    changes = {key: value for key, value in (("status", status), ("priority", priority)) if is_set(value)}
+    if changes:
+        Ticket.objects.filter(pk=ticket.pk).update(**changes)
+        for key, value in changes.items():
+            setattr(ticket, key, value)
+    return ticket

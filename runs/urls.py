@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs import apis, desk
+from runs import apis
 
 urlpatterns = [
     path("sessions", apis.SessionCreateApi.as_view()),
@@ -11,7 +11,7 @@ urlpatterns = [
     path("runs/<oid:run_id>/steps", apis.RunStepsApi.as_view()),
     path("runs/<oid:run_id>/submit_tool_outputs", apis.RunSubmitToolOutputsApi.as_view()),
     path("runs/<oid:run_id>/cancel", apis.RunCancelApi.as_view()),
-    path("tickets", desk.TicketListApi.as_view()),
-    path("tickets/<oid:ticket_id>", desk.TicketDetailApi.as_view()),
-    path("handoffs", desk.HandoffListApi.as_view()),
+    path("tickets", apis.TicketListApi.as_view()),
+    path("tickets/<oid:ticket_id>", apis.TicketDetailApi.as_view()),
+    path("handoffs", apis.HandoffListApi.as_view()),
 ]

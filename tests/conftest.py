@@ -18,9 +18,13 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from kagent.models import ApiKey, Membership, Organization, Project, User
+from kagent.rendering import Resource
 from kagent.services import api_key_create
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Every object the API renders during the tests is checked against its own OpenAPI schema.
+Resource.check_renders = True
 
 pytest_plugins = ["tests.fakes.conftest_plugin", "tests.egress.fixtures"]
 

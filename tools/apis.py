@@ -1,7 +1,8 @@
-"""`/v1/tools…`: HTTP tool definitions."""
+"""`/v1/tools…`: HTTP tool definitions. Each operation parses its body, calls one service or selector, renders."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
@@ -9,79 +10,84 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from kagent.api import ProjectApi, paginate, request_object, unix
-from kagent.openapi import TIMESTAMP, component, json_body, list_of
+from kagent.api import ProjectApi, paginate
+from kagent.inputs import Input
+from kagent.openapi import list_of
 from tools import selectors, services
-from tools.models import HttpTool
+from tools.resources import HTTP_TOOL
+from tools.validation import HTTP_TOOL_NAME_RE
 
-TOOL_FIELDS: dict[str, Any] = {
-    "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,29}$"},
-    "description": {"type": "string", "maxLength": 1000},
-    "effect": {"enum": ["read", "action"]},
-    "requires_verified_user": {"type": "boolean"},
-    "config": {
-        "type": "object",
-        "properties": {
-            "method": {"enum": ["GET", "POST", "PUT", "PATCH", "DELETE"]},
-            "url": {"type": "string", "description": "Literal https://host[:port]/ then a templated path and query"},
-            "headers": {"type": "object", "additionalProperties": {"type": "string"}},
-            "body": {"type": "object", "description": "JSON object template (POST, PUT, PATCH)"},
-            "parameters": {"type": "object", "description": "JSON Schema of the arguments (at most 8)"},
-            "response": {"type": "object"},
-            "timeout_ms": {"type": "integer", "maximum": 15000},
-        },
-    },
-}
-TOOL_SCHEMA = component(
-    "HttpTool",
+
+@dataclass(frozen=True)
+class HttpToolWrite:
+    name: str
+    description: str
+    effect: str
+    requires_verified_user: bool
+    config: dict[str, Any]
+
+
+# The envelope only: the definition's own rules (templating, identity, hosts, secrets) are the service's, with
+# one 422 code each (tools/validation.py).
+HTTP_TOOL_WRITE = Input(
     {
         "type": "object",
+        "x-code": "invalid_tool",
+        "additionalProperties": False,
+        "required": ["name", "description", "effect", "config"],
         "properties": {
-            "id": {"type": "string", "example": "tool_01j…"},
-            "object": {"const": "tool"},
-            **TOOL_FIELDS,
-            "created_at": TIMESTAMP,
-            "updated_at": TIMESTAMP,
+            "name": {"type": "string", "pattern": HTTP_TOOL_NAME_RE.pattern, "x-code": "invalid_tool_name"},
+            "description": {"type": "string", "minLength": 1, "maxLength": 1000},
+            "effect": {"enum": ["read", "action"]},
+            "requires_verified_user": {"type": "boolean", "default": False},
+            "config": {
+                "type": "object",
+                "description": "An HttpToolConfig. On PATCH, a JSON merge patch (RFC 7396) applied to the config; "
+                "the result is validated whole.",
+            },
         },
     },
+    HttpToolWrite,
 )
-TOOL_WRITE = json_body({"type": "object", "properties": TOOL_FIELDS})
-
-
-def render_tool(tool: HttpTool) -> dict[str, Any]:
-    return {
-        "id": tool.id,
-        "object": "tool",
-        "name": tool.name,
-        "description": tool.description,
-        "effect": tool.effect,
-        "requires_verified_user": tool.requires_verified_user,
-        "config": tool.config,
-        "created_at": unix(tool.created_at),
-        "updated_at": unix(tool.updated_at),
-    }
 
 
 class ToolListCreateApi(ProjectApi):
-    @extend_schema(operation_id="tools_list", responses=list_of(TOOL_SCHEMA))
+    @extend_schema(operation_id="tools_list", responses=list_of(HTTP_TOOL.ref))
     def get(self, request: Request) -> Response:
-        return Response(paginate(request, selectors.http_tool_list(project=self.project), render_tool))
+        return Response(paginate(request, selectors.http_tool_list(project=self.project), HTTP_TOOL.render))
 
-    @extend_schema(operation_id="tools_create", request=TOOL_WRITE, responses={201: TOOL_SCHEMA})
+    @extend_schema(operation_id="tools_create", request=HTTP_TOOL_WRITE.body, responses={201: HTTP_TOOL.ref})
     def post(self, request: Request) -> Response:
-        tool = services.http_tool_create(project=self.project, data=request_object(request))
-        return Response(render_tool(tool), status=status.HTTP_201_CREATED)
+        body = HTTP_TOOL_WRITE.parse(request.data)
+        tool = services.http_tool_create(
+            project=self.project,
+            name=body.name,
+            description=body.description,
+            effect=body.effect,
+            requires_verified_user=body.requires_verified_user,
+            config=body.config,
+        )
+        return Response(HTTP_TOOL.render(tool), status=status.HTTP_201_CREATED)
 
 
 class ToolDetailApi(ProjectApi):
-    @extend_schema(operation_id="tools_retrieve", responses={200: TOOL_SCHEMA})
+    @extend_schema(operation_id="tools_retrieve", responses={200: HTTP_TOOL.ref})
     def get(self, request: Request, name: str) -> Response:
-        return Response(render_tool(selectors.http_tool_get(project=self.project, name=name)))
+        return Response(HTTP_TOOL.render(selectors.http_tool_get(project=self.project, name=name)))
 
-    @extend_schema(operation_id="tools_update", request=TOOL_WRITE, responses={200: TOOL_SCHEMA})
+    @extend_schema(operation_id="tools_update", request=HTTP_TOOL_WRITE.body, responses={200: HTTP_TOOL.ref})
     def patch(self, request: Request, name: str) -> Response:
         tool = selectors.http_tool_get(project=self.project, name=name)
-        return Response(render_tool(services.http_tool_update(tool=tool, data=request_object(request))))
+        body = HTTP_TOOL_WRITE.parse(request.data, partial=True)
+        tool = services.http_tool_update(
+            tool=tool,
+            name=body.name,
+            description=body.description,
+            effect=body.effect,
+            requires_verified_user=body.requires_verified_user,
+            config_patch=body.config,
+        )
+        return Response(HTTP_TOOL.render(tool))
 
     @extend_schema(operation_id="tools_delete", request=None, responses={200: {"type": "object"}})
     def delete(self, request: Request, name: str) -> Response:

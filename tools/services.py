@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from kagent.errors import Conflict, Unprocessable
+from kagent.inputs import UNSET, is_set
 from kagent.merge_patch import merge_patch
 from kagent.models import Project
 from kagent.secrets import secret_allowed_hosts
@@ -16,12 +17,29 @@ from tools.models import HttpTool
 from tools.validation import validate_http_tool
 
 
-def _validate(project: Project, data: dict[str, Any]) -> dict[str, Any]:
-    return validate_http_tool(data, secret_hosts=lambda name: secret_allowed_hosts(project=project, name=name))
+def _validate(project: Project, definition: dict[str, Any]) -> dict[str, Any]:
+    return validate_http_tool(definition, secret_hosts=lambda name: secret_allowed_hosts(project=project, name=name))
 
 
-def http_tool_create(*, project: Project, data: dict[str, Any]) -> HttpTool:
-    clean = _validate(project, data)
+def http_tool_create(
+    *,
+    project: Project,
+    name: str,
+    description: str,
+    effect: str,
+    config: dict[str, Any],
+    requires_verified_user: bool = False,
+) -> HttpTool:
+    clean = _validate(
+        project,
+        {
+            "name": name,
+            "description": description,
+            "effect": effect,
+            "requires_verified_user": requires_verified_user,
+            "config": config,
+        },
+    )
     try:
         with transaction.atomic():
             return HttpTool.objects.create(project=project, **clean)
@@ -29,28 +47,35 @@ def http_tool_create(*, project: Project, data: dict[str, Any]) -> HttpTool:
         raise Conflict("tool_already_exists", f"This project already has an HTTP tool named {clean['name']}.") from None
 
 
-def http_tool_update(*, tool: HttpTool, data: dict[str, Any]) -> HttpTool:
-    """PATCH: top-level fields replace, `config` is a JSON merge patch; the result is validated whole.
+def http_tool_update(
+    *,
+    tool: HttpTool,
+    name: str = UNSET,
+    description: str = UNSET,
+    effect: str = UNSET,
+    requires_verified_user: bool = UNSET,
+    config_patch: dict[str, Any] = UNSET,
+) -> HttpTool:
+    """Top-level fields replace, `config_patch` is a JSON merge patch; the result is validated whole.
 
     Published versions keep their own copies: an edit reaches production only when the agent is published again.
     """
-    if "name" in data and data["name"] != tool.name:
+    if is_set(name) and name != tool.name:
         raise Unprocessable(
             "invalid_tool",
             "A tool's name can't change: agents grant it by name. Create a new tool instead.",
             details=[{"path": "$.name", "message": "can't change"}],
         )
-    current = {
+    definition: dict[str, Any] = {
         "name": tool.name,
-        "description": tool.description,
-        "effect": tool.effect,
-        "requires_verified_user": tool.requires_verified_user,
-        "config": tool.config,
+        "description": description if is_set(description) else tool.description,
+        "effect": effect if is_set(effect) else tool.effect,
+        "requires_verified_user": (
+            requires_verified_user if is_set(requires_verified_user) else tool.requires_verified_user
+        ),
+        "config": merge_patch(tool.config, config_patch) if is_set(config_patch) else tool.config,
     }
-    merged = dict(current)
-    for key, value in data.items():
-        merged[key] = merge_patch(current.get(key), value) if key == "config" else value
-    clean = _validate(tool.project, merged)
+    clean = _validate(tool.project, definition)
     clean["updated_at"] = timezone.now()
     HttpTool.objects.filter(pk=tool.pk).update(**clean)
     tool.refresh_from_db()

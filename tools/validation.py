@@ -61,57 +61,56 @@ IDENTITY_SUFFIXES = (
 HOST_LABEL_RE = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 URL_PREFIX_RE = re.compile(r"^https://(?P<host>[^/:?#{}\s]+)(?::(?P<port>[0-9]{1,5}))?(?P<rest>/.*)?$", re.DOTALL)
 
-TOOL_SHAPE = make_validator(
-    {
-        "type": "object",
-        "required": ["name", "description", "effect", "config"],
-        "additionalProperties": False,
-        "properties": {
-            "name": {"type": "string"},
-            "description": {"type": "string", "minLength": 1, "maxLength": 1000},
-            "effect": {"enum": ["read", "action"]},
-            "requires_verified_user": {"type": "boolean"},
-            "config": {
-                "type": "object",
-                "required": ["method", "url"],
-                "additionalProperties": False,
-                "properties": {
-                    "method": {"enum": ["GET", "POST", "PUT", "PATCH", "DELETE"]},
-                    "url": {"type": "string", "minLength": 1, "maxLength": 2048},
-                    "headers": {
-                        "type": "object",
-                        "maxProperties": 20,
-                        "additionalProperties": {"type": "string", "maxLength": 2048},
-                    },
-                    "body": {"type": "object"},
-                    "parameters": {"type": "object"},
-                    "response": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "properties": {
-                            "items_path": {"type": "string", "maxLength": 200},
-                            "fields": {
-                                "type": "array",
-                                "items": {
-                                    "type": "object",
-                                    "required": ["path", "label"],
-                                    "additionalProperties": False,
-                                    "properties": {
-                                        "path": {"type": "string", "minLength": 1, "maxLength": 200},
-                                        "label": {"type": "string", "minLength": 1, "maxLength": 60},
-                                    },
+TOOL_DEFINITION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["name", "description", "effect", "config"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string"},
+        "description": {"type": "string", "minLength": 1, "maxLength": 1000},
+        "effect": {"enum": ["read", "action"]},
+        "requires_verified_user": {"type": "boolean"},
+        "config": {
+            "type": "object",
+            "required": ["method", "url"],
+            "additionalProperties": False,
+            "properties": {
+                "method": {"enum": ["GET", "POST", "PUT", "PATCH", "DELETE"]},
+                "url": {"type": "string", "minLength": 1, "maxLength": 2048},
+                "headers": {
+                    "type": "object",
+                    "maxProperties": 20,
+                    "additionalProperties": {"type": "string", "maxLength": 2048},
+                },
+                "body": {"type": "object"},
+                "parameters": {"type": "object"},
+                "response": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "items_path": {"type": "string", "maxLength": 200},
+                        "fields": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["path", "label"],
+                                "additionalProperties": False,
+                                "properties": {
+                                    "path": {"type": "string", "minLength": 1, "maxLength": 200},
+                                    "label": {"type": "string", "minLength": 1, "maxLength": 60},
                                 },
                             },
-                            "max_items": {"type": "integer", "minimum": 1},
-                            "empty_message": {"type": "string", "maxLength": 500},
                         },
+                        "max_items": {"type": "integer", "minimum": 1},
+                        "empty_message": {"type": "string", "maxLength": 500},
                     },
-                    "timeout_ms": {"type": "integer", "minimum": 100},
                 },
+                "timeout_ms": {"type": "integer", "minimum": 100},
             },
         },
-    }
-)
+    },
+}
+TOOL_SHAPE = make_validator(TOOL_DEFINITION_SCHEMA)
 
 PARAMETER_TYPES = ("string", "integer", "number", "boolean")
 

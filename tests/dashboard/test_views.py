@@ -365,8 +365,8 @@ def test_a_key_created_by_alice_belongs_to_alices_project_only(alice, bob):
 
 
 def test_agents_page_lists_only_the_projects_agents(alice, bob):
-    agent_create(project=alice.project, data={"name": "Alice's front desk"})
-    agent_create(project=bob.project, data={"name": "Bob's night shift"})
+    agent_create(project=alice.project, name="Alice's front desk")
+    agent_create(project=bob.project, name="Bob's night shift")
     body = signed_in(alice).get("/agents/").content.decode()
     assert "Alice&#x27;s front desk" in body
     assert "night shift" not in body

@@ -1,0 +1,20 @@
+"""Enqueueing a run for a worker: after the transaction that made it runnable commits, so a worker never looks
+for a row it can't see yet. Sent by task name, so the writers of runs don't import the tasks that call them."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from kagent.celery import app
+
+EXECUTE_TASK = "runs.execute"
+
+
+def enqueue_run(run_id: str) -> None:
+    """Queues `runs.execute` for the run once the current transaction commits (at once outside one)."""
+    transaction.on_commit(lambda: send_run(run_id))
+
+
+def send_run(run_id: str) -> None:
+    """Queues `runs.execute` now (the sweeper's resend: the run's row is long committed)."""
+    app.send_task(EXECUTE_TASK, args=(run_id,))

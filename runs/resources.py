@@ -1,0 +1,273 @@
+"""How sessions, runs, their steps and messages, tickets and handoffs look in the API (rendered and in the OpenAPI
+document). Webhook events carry the same renderings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kagent.openapi import component
+from kagent.rendering import OMIT, Const, Field, Resource, Timestamp
+from runs.models import Handoff, Message, Run, RunStep, Session, Ticket, ToolCall
+
+_ID = {"type": "string"}
+_NULLABLE_ID = {"type": ["string", "null"]}
+
+
+def _usage(run: Run) -> dict[str, int]:
+    usage = run.usage or {}
+    return {"input_tokens": usage.get("input_tokens", 0), "output_tokens": usage.get("output_tokens", 0)}
+
+
+RUN: Resource[Run] = Resource(
+    "Run",
+    {
+        "id": Field({"type": "string", "example": "run_01j…"}, "pk"),
+        "object": Const("run"),
+        "status": Field({"enum": [s.value for s in Run.Status]}, "status"),
+        "agent": Field(_ID, "agent_id"),
+        "version": Field(
+            {"type": ["integer", "null"], "description": "the agent version it runs; null: the draft (sandbox)"},
+            "version_number",
+        ),
+        "session": Field({**_NULLABLE_ID, "description": "null: a one-shot run"}, "session_id"),
+        "sandbox": Field({"type": "boolean"}, "sandbox"),
+        "store": Field({"type": "boolean"}, "store"),
+        "input": Field(
+            {"type": ["string", "null"], "description": "null once a `store: false` run's content was deleted"},
+            lambda run: None if run.purged_at else run.input,
+        ),
+        "output": Field(
+            {
+                "type": ["object", "null"],
+                "description": "on `completed` only",
+                "required": ["text", "unverified_claims"],
+                "properties": {
+                    "text": {"type": "string"},
+                    "unverified_claims": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "claims the truthfulness guard could not match to a tool result",
+                    },
+                },
+            },
+            lambda run: run.output if run.status == Run.Status.COMPLETED else None,
+        ),
+        "last_error": Field(
+            {
+                "type": ["object", "null"],
+                "required": ["code", "message"],
+                "properties": {
+                    "code": {"enum": ["tool_outputs_expired", "model_error", "internal_error"]},
+                    "message": {"type": "string"},
+                },
+            },
+            "last_error",
+        ),
+        "cancellation_reason": Field(
+            {"enum": ["requested", "superseded", None]}, lambda run: run.cancellation_reason or None
+        ),
+        "required_action": Field(
+            {
+                "type": ["object", "null"],
+                "description": "on `requires_action` only",
+                "required": ["type", "expires_at", "tool_calls"],
+                "properties": {
+                    "type": {"const": "submit_tool_outputs"},
+                    "expires_at": {"type": "integer", "description": "Unix seconds"},
+                    "tool_calls": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["call_id", "name", "arguments"],
+                            "properties": {
+                                "call_id": {"type": "string"},
+                                "name": {"type": "string"},
+                                "arguments": {"type": "object"},
+                            },
+                        },
+                    },
+                },
+            },
+            lambda run: run.required_action if run.status == Run.Status.REQUIRES_ACTION else None,
+        ),
+        "rounds": Field({"type": "integer"}, "rounds"),
+        "usage": Field(
+            {
+                "type": "object",
+                "required": ["input_tokens", "output_tokens"],
+                "properties": {"input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"}},
+            },
+            _usage,
+        ),
+        "metadata": Field({"type": "object"}, "metadata"),
+        "created_at": Timestamp("created_at"),
+        "started_at": Timestamp("started_at", nullable=True),
+        "completed_at": Timestamp("completed_at", nullable=True),
+    },
+)
+
+SESSION: Resource[Session] = Resource(
+    "Session",
+    {
+        "id": Field({"type": "string", "example": "ses_01j…"}, "pk"),
+        "object": Const("session"),
+        "agent": Field(_ID, "agent_id"),
+        "end_user": Field(
+            {
+                "type": ["object", "null"],
+                "description": "null: an anonymous end user",
+                "properties": {"external_id": {"type": "string"}, "verified": {"const": True}},
+            },
+            lambda session: (
+                {"external_id": session.end_user.external_id, "verified": True} if session.end_user else None
+            ),
+        ),
+        "metadata": Field({"type": "object"}, "metadata"),
+        "flagged": Field({"type": "boolean"}, "flagged"),
+        "created_at": Timestamp("created_at"),
+    },
+)
+
+MESSAGE: Resource[Message] = Resource(
+    "Message",
+    {
+        "id": Field(_ID, "pk"),
+        "object": Const("message"),
+        "role": Field({"enum": ["user", "assistant"]}, "role"),
+        "content": Field({"type": "string"}, "content"),
+        "run": Field(_ID, "run_id"),
+        "created_at": Timestamp("created_at"),
+    },
+)
+
+
+def _duration_ms(call: ToolCall) -> int | None:
+    if call.finished_at and call.started_at:
+        return int((call.finished_at - call.started_at).total_seconds() * 1000)
+    return None
+
+
+def _tool_call_detail(call: ToolCall) -> dict[str, Any]:
+    return {
+        "call_id": call.pk,
+        "name": call.name or None,
+        "requested_name": call.requested_name,
+        "kind": call.kind or None,
+        "effect": call.effect or None,
+        "arguments": call.arguments,
+        "arguments_hash": call.arguments_hash or None,
+        "policy": {"decision": call.policy_decision or None, "code": call.policy_code or None},
+        "status": call.status,
+        "simulated": call.simulated,
+        "attempts": call.attempts,
+        "shown_to_model": call.result,
+        "upstream": call.upstream,
+    }
+
+
+_NULLABLE_OBJECT = {"type": ["object", "null"]}
+_STRING_OR_NULL = {"type": ["string", "null"]}
+
+# A run's steps are its model calls and notices (RunStep rows) and its tool calls (ToolCall rows), in the order
+# they happened; each carries its detail under the key named by its kind.
+MODEL_STEP: Resource[RunStep] = Resource(
+    "RunModelStep",
+    {
+        "id": Field(_ID, "pk"),
+        "object": Const("run_step"),
+        "kind": Field({"enum": ["model_call", "notice"]}, "kind"),
+        "round": Field({"type": "integer"}, "round"),
+        "created_at": Timestamp("created_at"),
+        "duration_ms": Field({"type": "integer"}, "duration_ms"),
+        "model_call": Field(
+            {"type": "object", "description": "the model, tokens, what it answered"},
+            lambda step: step.data if step.kind == RunStep.Kind.MODEL_CALL else OMIT,
+            optional=True,
+        ),
+        "notice": Field(
+            {"type": "object", "description": "an answer pushed back to the model by the truthfulness guard"},
+            lambda step: step.data if step.kind == RunStep.Kind.NOTICE else OMIT,
+            optional=True,
+        ),
+    },
+)
+
+TOOL_CALL_STEP: Resource[ToolCall] = Resource(
+    "RunToolCallStep",
+    {
+        "id": Field(_ID, "pk"),
+        "object": Const("run_step"),
+        "kind": Const("tool_call"),
+        "round": Field({"type": "integer"}, "round"),
+        "created_at": Timestamp("created_at"),
+        "duration_ms": Field({"type": ["integer", "null"]}, _duration_ms),
+        "tool_call": Field(
+            {
+                "type": "object",
+                "description": "everything about the call, including what the model was not shown (upstream "
+                "status and body excerpt, secrets masked)",
+                "properties": {
+                    "call_id": _ID,
+                    "name": _STRING_OR_NULL,
+                    "requested_name": {"type": "string"},
+                    "kind": {"enum": ["builtin", "http", "client", None]},
+                    "effect": {"enum": ["read", "action", "escalation", None]},
+                    "arguments": {},
+                    "arguments_hash": _STRING_OR_NULL,
+                    "policy": {
+                        "type": "object",
+                        "properties": {"decision": {"enum": ["allowed", "refused", None]}, "code": _STRING_OR_NULL},
+                    },
+                    "status": {"enum": [s.value for s in ToolCall.Status]},
+                    "simulated": {"type": "boolean"},
+                    "attempts": {"type": "integer"},
+                    "shown_to_model": _NULLABLE_OBJECT,
+                    "upstream": _NULLABLE_OBJECT,
+                },
+            },
+            _tool_call_detail,
+        ),
+    },
+)
+
+RUN_STEP = component("RunStep", {"oneOf": [MODEL_STEP.ref, TOOL_CALL_STEP.ref]})
+
+
+TICKET: Resource[Ticket] = Resource(
+    "Ticket",
+    {
+        "id": Field(_ID, "pk"),
+        "object": Const("ticket"),
+        "number": Field({"type": "string", "example": "TKT-12"}, "display_number"),
+        "title": Field({"type": "string"}, "title"),
+        "description": Field({"type": "string"}, "description"),
+        "priority": Field({"enum": ["low", "normal", "high", "urgent"]}, "priority"),
+        "resolution_attempted": Field({"type": "string"}, "resolution_attempted"),
+        "status": Field({"enum": ["open", "closed"]}, "status"),
+        "end_user": Field(
+            {**_NULLABLE_ID, "description": "the end user's external id"},
+            lambda ticket: ticket.end_user.external_id if ticket.end_user else None,
+        ),
+        "session": Field(_NULLABLE_ID, "session_id"),
+        "is_test": Field({"type": "boolean", "description": "made in the test panel"}, "is_test"),
+        "created_at": Timestamp("created_at"),
+    },
+)
+
+HANDOFF: Resource[Handoff] = Resource(
+    "Handoff",
+    {
+        "id": Field(_ID, "pk"),
+        "object": Const("handoff"),
+        "session": Field(_NULLABLE_ID, "session_id"),
+        "end_user": Field(
+            {**_NULLABLE_ID, "description": "the end user's external id"},
+            lambda handoff: handoff.end_user.external_id if handoff.end_user else None,
+        ),
+        "reason_type": Field({"type": "string"}, "reason_type"),
+        "summary": Field({"type": "string"}, "summary"),
+        "status": Field({"enum": ["open", "closed"]}, "status"),
+        "is_test": Field({"type": "boolean", "description": "made in the test panel"}, "is_test"),
+        "created_at": Timestamp("created_at"),
+    },
+)
