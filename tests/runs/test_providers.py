@@ -16,6 +16,7 @@ from kagent.models import EgressEvent
 from kagent.secrets import secret_put
 from runs import providers
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition, Usage
+from runs.providers import retry
 from tests.conftest import Tenant, wait_for
 from tools.builtins import CREATE_TICKET, TRANSFER_TO_HUMAN
 
@@ -62,7 +63,7 @@ def user(content: str) -> Message:
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The backoff waits `complete` asked for, instead of sleeping them."""
     waits: list[float] = []
-    monkeypatch.setattr(providers, "SLEEP", waits.append)
+    monkeypatch.setattr(retry, "SLEEP", waits.append)
     return waits
 
 
