@@ -513,10 +513,11 @@ def _bench(
 
     # --- (b) SQL per run, in this process -------------------------------------------------------------------------
     from runs import engine, providers, services
+    from runs.providers import openai_compatible
 
     phases = Phases()
     model_bodies: list[bytes] = []
-    original_complete, original_post = providers.complete, providers._operator_post
+    original_complete, original_post = providers.complete, openai_compatible.operator_post
     original_http, original_create = vars(engine)["http_tool_call"], services.run_create
     model_calls = [0]
 
@@ -546,7 +547,7 @@ def _bench(
         finally:
             phases.mark("create:end")
 
-    providers.complete, providers._operator_post = complete, operator_post
+    providers.complete, openai_compatible.operator_post = complete, operator_post
     vars(engine)["http_tool_call"], services.run_create = http_tool_call, run_create
     try:
         cold_api = cold_engine = 0
@@ -565,7 +566,7 @@ def _bench(
             if attempt == "cold":
                 cold_api, cold_engine = len(api_queries), len(engine_queries)
     finally:
-        providers.complete, providers._operator_post = original_complete, original_post
+        providers.complete, openai_compatible.operator_post = original_complete, original_post
         vars(engine)["http_tool_call"], services.run_create = original_http, original_create
     if len(model_bodies) != 2:
         raise SystemExit(f"(b): expected 2 model calls, saw {len(model_bodies)}")

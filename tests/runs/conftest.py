@@ -7,14 +7,15 @@ from typing import Any
 
 import pytest
 
-from runs import engine, providers
+from runs import engine
 from runs.models import Run
+from runs.providers import retry
 
 
 @pytest.fixture(autouse=True)
 def no_backoff_sleep(monkeypatch: Any) -> None:
     # Retries still happen; only the waiting between them is skipped.
-    monkeypatch.setattr(providers, "SLEEP", lambda seconds: None)
+    monkeypatch.setattr(retry, "SLEEP", lambda seconds: None)
 
 
 class Harness:

@@ -1,0 +1,53 @@
+"""Model providers: one `complete(request)` for every model an agent can use (SPEC §5 "Model providers").
+
+- `openai_compatible`: Chat Completions with tools. With no tenant `base_url` it calls the operator's endpoint
+  (`KAGENT_LLM_BASE_URL`, trusted configuration: plain httpx, http allowed, e.g. a local vLLM). With a tenant
+  `base_url` it goes ONLY through the hardened client (`kagent.egress`), with the key from the tenant secret named
+  `api_key_secret`, sent only to a host in that secret's `allowed_hosts`.
+- `anthropic`: the Messages API, always through the hardened client (tenant `base_url` or https://api.anthropic.com).
+- `demo`: a small deterministic offline model (picks a tool by word overlap, fills arguments from the schema, says
+  it is a demo, never claims what a tool result didn't confirm).
+
+Transient failures (timeouts, connection errors, 408, 429, 5xx, unreadable answers) are retried with exponential
+backoff and jitter; after the last attempt, or at once for anything else, `ModelError(retryable=False)` is raised
+and the engine fails the run with `model_error`. Error messages never hold an API key.
+
+Layout: `retry.py` (attempts, backoff, what is retryable), `transport.py` (the operator's and tenants' endpoints,
+status checks, reading answers), one module per provider, and `PROVIDERS` below, where a provider is added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from runs.llm import ModelError, ModelRequest, ModelResponse
+from runs.providers.anthropic import anthropic_complete
+from runs.providers.demo import demo_complete
+from runs.providers.openai_compatible import openai_compatible_complete
+from runs.providers.retry import with_retries
+
+__all__ = ["PROVIDERS", "Provider", "complete"]
+
+# One attempt at an answer (no retries: `complete` adds them), raising ModelError saying whether to try again.
+Provider = Callable[[ModelRequest], ModelResponse]
+
+# `model.provider` of the agent config -> its provider. A new provider is one entry here and the same name in the
+# `model.provider` enum of agents/config.py (tests/runs/providers/test_registry.py holds the two lists together).
+PROVIDERS: dict[str, Provider] = {
+    "openai_compatible": openai_compatible_complete,
+    "anthropic": anthropic_complete,
+    # Offline and deterministic: it never raises ModelError, so the retry loop calls it once and never waits.
+    "demo": demo_complete,
+}
+
+
+def complete(request: ModelRequest) -> ModelResponse:
+    """One model answer for `request`, retried with backoff on transient failures.
+
+    Raises ModelError(retryable=False) when the model can't answer: the engine fails the run with `model_error`.
+    """
+    provider = request.model.get("provider")
+    call = PROVIDERS.get(str(provider))
+    if call is None:
+        raise ModelError(f"unknown model provider {provider!r}", retryable=False)
+    return with_retries(call, request)

@@ -1,0 +1,153 @@
+"""`openai_compatible`: Chat Completions with tools (OpenAI, vLLM, Ollama, llama.cpp, any gateway).
+
+With no tenant `base_url` it calls the operator's endpoint (`KAGENT_LLM_BASE_URL`, trusted configuration: plain httpx,
+http allowed, e.g. a local vLLM). With a tenant `base_url` it goes ONLY through the hardened client, with the key from
+the tenant secret named `api_key_secret`, sent only to a host in that secret's `allowed_hosts`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from django.conf import settings
+
+from runs.llm import ModelError, ModelRequest, ModelResponse, ToolCallRequest, Usage
+from runs.providers.transport import (
+    NOTICE_PREFIX,
+    check_status,
+    json_count,
+    json_object,
+    operator_post,
+    parse_arguments,
+    tenant_post,
+    tenant_secret,
+)
+
+
+def _fallback_call_id(request: ModelRequest, index: int, name: str, arguments: str) -> str:
+    """A stable id for a call the server sent without one: same conversation and call -> same id."""
+    turn = sum(1 for m in request.messages if m.role == "assistant")
+    digest = hashlib.sha256(f"{request.run_id}|{turn}|{index}|{name}|{arguments}".encode()).hexdigest()[:16]
+    return f"call_{digest}"
+
+
+def openai_request_body(request: ModelRequest, *, model_name: str) -> dict[str, Any]:
+    """The Chat Completions request body for `request` (public so tests and the benchmark can build the same)."""
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    for message in request.messages:
+        if message.role == "user":
+            messages.append({"role": "user", "content": message.content})
+        elif message.role == "notice":
+            messages.append({"role": "user", "content": NOTICE_PREFIX + message.content})
+        elif message.role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+            if message.tool_calls:
+                entry["tool_calls"] = [
+                    {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+                    for call in message.tool_calls
+                ]
+            elif not message.content:
+                entry["content"] = ""  # an assistant turn needs content or tool_calls
+            messages.append(entry)
+        elif message.role == "tool":
+            messages.append({"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content})
+    body: dict[str, Any] = {"model": model_name, "messages": messages, "stream": False}
+    if request.tools:
+        # With tool_choice "none" the tools stay in the request: the transcript refers to them, and some servers
+        # reject tool calls in the history when no tools are declared.
+        body["tools"] = [
+            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+            for t in request.tools
+        ]
+        body["tool_choice"] = request.tool_choice
+    if isinstance(request.model.get("temperature"), int | float):
+        body["temperature"] = request.model["temperature"]
+    if isinstance(request.model.get("max_output_tokens"), int):
+        body["max_tokens"] = request.model["max_output_tokens"]
+    return body
+
+
+def openai_parse_response(request: ModelRequest, data: dict[str, Any], *, model_name: str) -> ModelResponse:
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ModelError("the model answered without choices", retryable=True, status=200)
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise ModelError("the model answered without a message", retryable=True, status=200)
+    content = message.get("content")
+    if isinstance(content, list):  # some servers answer with content parts
+        text = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    else:
+        text = content if isinstance(content, str) else ""
+    calls: list[ToolCallRequest] = []
+    raw_calls = message.get("tool_calls")
+    for index, raw in enumerate(raw_calls if isinstance(raw_calls, list) else []):
+        if not isinstance(raw, dict):
+            continue
+        function = json_object(raw.get("function"))
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            continue  # a call without a name can't be answered; the model is told nothing ran by its absence
+        arguments = parse_arguments(function.get("arguments"))
+        call_id = raw.get("id") if isinstance(raw.get("id"), str) and raw.get("id") else None
+        calls.append(
+            ToolCallRequest(
+                id=call_id or _fallback_call_id(request, index, name, arguments), name=name, arguments=arguments
+            )
+        )
+    usage = json_object(data.get("usage"))
+    return ModelResponse(
+        text=text,
+        tool_calls=tuple(calls),
+        usage=Usage(
+            input_tokens=json_count(usage.get("prompt_tokens")),
+            output_tokens=json_count(usage.get("completion_tokens")),
+        ),
+        model_name=str(data.get("model") or model_name),
+    )
+
+
+def openai_compatible_complete(request: ModelRequest) -> ModelResponse:
+    """One attempt (no retries) against an OpenAI-compatible Chat Completions endpoint."""
+    base_url = request.model.get("base_url")
+    configured_name = request.model.get("name")
+    if base_url:
+        if not isinstance(configured_name, str) or not configured_name:
+            raise ModelError("model.name is required with a model base_url", retryable=False)
+        url = f"{str(base_url).rstrip('/')}/chat/completions"
+        key = tenant_secret(request, url)
+        body = openai_request_body(request, model_name=configured_name)
+        answer = tenant_post(
+            request,
+            url,
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+            body=json.dumps(body, ensure_ascii=False).encode(),
+            secrets=[key],
+        )
+        return openai_parse_response(
+            request, check_status(answer, what="the model endpoint", secrets=[key]), model_name=configured_name
+        )
+
+    operator_url = str(getattr(settings, "KAGENT_LLM_BASE_URL", "") or "")
+    if not operator_url:
+        raise ModelError("no model endpoint is configured (KAGENT_LLM_BASE_URL is empty)", retryable=False)
+    model_name = configured_name or str(getattr(settings, "KAGENT_LLM_MODEL", "") or "")
+    if not model_name:
+        raise ModelError("no model name: set model.name or KAGENT_LLM_MODEL", retryable=False)
+    operator_key = str(getattr(settings, "KAGENT_LLM_API_KEY", "") or "")
+    headers = {"Content-Type": "application/json"}
+    if operator_key:
+        headers["Authorization"] = f"Bearer {operator_key}"
+    body = openai_request_body(request, model_name=model_name)
+    answer = operator_post(
+        f"{operator_url.rstrip('/')}/chat/completions",
+        headers=headers,
+        body=json.dumps(body, ensure_ascii=False).encode(),
+        secrets=[operator_key],
+    )
+    data = check_status(answer, what="the model endpoint", secrets=[operator_key])
+    return openai_parse_response(request, data, model_name=model_name)

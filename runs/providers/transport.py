@@ -1,0 +1,238 @@
+"""What the HTTP providers share: the exchange with the model endpoint, status checks and error excerpts (secrets
+masked), and reading the JSON they answer.
+
+The operator's endpoint (`KAGENT_LLM_BASE_URL`) is trusted configuration and is called over plain httpx
+(`operator_post`). A tenant `base_url` is reached ONLY through the hardened client (`tenant_post`), with the key from
+the tenant secret named `api_key_secret` (`tenant_secret`: only to a host in that secret's `allowed_hosts`), and
+signed with the project's tool signing secret.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+from kagent.egress import USER_AGENT
+from kagent.masking import mask_secrets
+from runs.llm import ModelError, ModelRequest
+from runs.providers.retry import RETRYABLE_EGRESS_CODES, RETRYABLE_STATUSES, UpstreamError
+
+
+@dataclass(frozen=True)
+class HttpAnswer:
+    status: int
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+
+
+# --- Status checks and error excerpts -----------------------------------------------------------------------------
+
+
+def _mask(text: str, secrets: Sequence[str]) -> str:
+    return mask_secrets(text, secrets, replacement="****")
+
+
+def _retry_after(headers: dict[str, str]) -> float | None:
+    raw = headers.get("retry-after", "").strip()
+    try:
+        return float(raw) if raw else None
+    except ValueError:  # an HTTP date: rare from model servers, and the backoff covers it
+        return None
+
+
+def _error_excerpt(body: bytes) -> str:
+    """The server's own error message, short (OpenAI and Anthropic both answer {"error": {"message": ...}})."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body[:200].decode("utf-8", "replace")
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])[:200]
+        if isinstance(error, str):
+            return error[:200]
+        if isinstance(data.get("message"), str):
+            return str(data["message"])[:200]
+    return body[:200].decode("utf-8", "replace")
+
+
+def check_status(answer: HttpAnswer, *, what: str, secrets: Sequence[str]) -> dict[str, Any]:
+    """The answer's JSON object, or a ModelError saying whether trying again could help."""
+    if answer.status != 200:
+        excerpt = _mask(_error_excerpt(answer.body), secrets)
+        raise UpstreamError(
+            f"{what} answered HTTP {answer.status}: {excerpt}".strip(),
+            retryable=answer.status in RETRYABLE_STATUSES,
+            status=answer.status,
+            retry_after=_retry_after(answer.headers) if answer.status == 429 else None,
+        )
+    try:
+        data = json.loads(answer.body)
+    except ValueError:
+        # A truncated or garbled answer is a glitch of the server or a proxy in between: worth another attempt.
+        raise ModelError(f"{what} answered with invalid JSON", retryable=True, status=200) from None
+    if not isinstance(data, dict):
+        raise ModelError(f"{what} answered with JSON that is not an object", retryable=True, status=200)
+    return data
+
+
+# --- Operator endpoint (trusted, plain httpx) ---------------------------------------------------------------------
+
+OPERATOR_CONNECT_TIMEOUT_S = 5.0
+OPERATOR_TOTAL_TIMEOUT_S = 60.0  # override with settings.KAGENT_LLM_TIMEOUT_S
+MAX_ANSWER_BYTES = 8 * 1024 * 1024  # a chat answer is kilobytes; this only stops a broken endpoint filling memory
+
+_operator_client: httpx.Client | None = None
+_operator_pid: int | None = None
+_operator_lock = threading.Lock()
+
+
+def _operator_http() -> httpx.Client:
+    """One pooled client per process (a forked Celery worker gets its own: sockets are never shared across forks)."""
+    global _operator_client, _operator_pid
+    with _operator_lock:
+        if _operator_client is None or _operator_pid != os.getpid():
+            _operator_client = httpx.Client(
+                # Trusted operator configuration, but no environment proxies: the endpoint is named explicitly.
+                trust_env=False,
+                follow_redirects=False,
+                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+                headers={"User-Agent": USER_AGENT},
+            )
+            _operator_pid = os.getpid()
+        return _operator_client
+
+
+def operator_post(url: str, *, headers: dict[str, str], body: bytes, secrets: Sequence[str]) -> HttpAnswer:
+    """POST to the operator's endpoint with a total deadline (httpx has only per-operation timeouts)."""
+    total = float(getattr(settings, "KAGENT_LLM_TIMEOUT_S", None) or OPERATOR_TOTAL_TIMEOUT_S)
+    deadline = time.monotonic() + total
+    timeout = httpx.Timeout(total, connect=min(OPERATOR_CONNECT_TIMEOUT_S, total))
+    try:
+        with _operator_http().stream("POST", url, headers=headers, content=body, timeout=timeout) as response:
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > MAX_ANSWER_BYTES:
+                    raise ModelError("the model endpoint's answer is too large", retryable=False)
+                chunks.append(chunk)
+                # A server trickling bytes never trips a read timeout: check the whole exchange's deadline.
+                if time.monotonic() > deadline:
+                    raise ModelError(f"the model endpoint did not answer within {total:g}s", retryable=True)
+            return HttpAnswer(
+                status=response.status_code,
+                headers={k.lower(): v for k, v in response.headers.items()},
+                body=b"".join(chunks),
+            )
+    except httpx.TimeoutException:
+        raise ModelError(f"the model endpoint did not answer within {total:g}s", retryable=True) from None
+    except httpx.UnsupportedProtocol:
+        raise ModelError("KAGENT_LLM_BASE_URL must be an http:// or https:// URL", retryable=False) from None
+    except httpx.TransportError as exc:
+        # The exception text names the URL at most, never headers; mask anyway in case a key was put in the URL.
+        message = _mask(f"could not reach the model endpoint: {type(exc).__name__}", secrets)
+        raise ModelError(message, retryable=True) from None
+    except httpx.InvalidURL:
+        raise ModelError("KAGENT_LLM_BASE_URL is not a valid URL", retryable=False) from None
+
+
+# --- Tenant endpoints (hardened client) ---------------------------------------------------------------------------
+
+TENANT_TIMEOUT_MS = 15_000  # the seed's "Network limits": custom model base_urls get at most 15 seconds
+
+
+def tenant_secret(request: ModelRequest, url: str) -> str:
+    """The tenant's API key for `url`, refusing (non-retryable) when it is missing or not allowed for that host."""
+    from kagent.egress import EgressError, url_check
+    from kagent.secrets import secret_resolve
+
+    name = request.model.get("api_key_secret")
+    if not isinstance(name, str) or not name:
+        raise ModelError("model.api_key_secret is required for this model", retryable=False)
+    try:
+        host = url_check(url).host
+    except EgressError as exc:
+        raise ModelError(f"model base_url is not allowed: {exc.message}", retryable=False) from None
+    secret = secret_resolve(project_id=request.project_id, name=name)
+    if secret is None:
+        raise ModelError(f"the secret {name} named by model.api_key_secret does not exist", retryable=False)
+    allowed = {h.strip().lower().rstrip(".") for h in secret.allowed_hosts}
+    if host not in allowed:
+        raise ModelError(
+            f"the secret {name} may not be sent to {host}; add that host to its allowed_hosts", retryable=False
+        )
+    return secret.value
+
+
+def _signature(request: ModelRequest, body: bytes) -> dict[str, str]:
+    from kagent.ids import new_id
+    from kagent.models import Project, SigningSecret
+    from kagent.secrets import signing_secrets_valid
+    from kagent.signing import webhook_headers
+
+    project = Project.objects.filter(pk=request.project_id).first()
+    if project is None:
+        raise ModelError("no project to sign the model call for", retryable=False)
+    secrets = signing_secrets_valid(project=project, purpose=SigningSecret.Purpose.TOOL_SIGNING)
+    return webhook_headers(secrets=secrets, message_id=new_id("msg"), timestamp=int(time.time()), body=body)
+
+
+def tenant_post(
+    request: ModelRequest, url: str, *, headers: dict[str, str], body: bytes, secrets: Sequence[str]
+) -> HttpAnswer:
+    """The adapter to the hardened client: the only way a tenant model URL is reached. Like every call to a tenant
+    URL it is signed with the project's tool signing secret (SPEC §6, "Signing")."""
+    from kagent.egress import EgressError, get_client
+
+    headers = {**headers, **_signature(request, body)}
+    try:
+        response = get_client().request(
+            project_id=request.project_id or None,
+            purpose="model",
+            method="POST",
+            url=url,
+            headers=headers,
+            body=body,
+            timeout_ms=TENANT_TIMEOUT_MS,
+            secret_values=list(secrets),
+        )
+    except EgressError as exc:
+        raise ModelError(
+            _mask(f"model endpoint call failed ({exc.code}): {exc.message}", secrets),
+            retryable=exc.code in RETRYABLE_EGRESS_CODES,
+            status=exc.status,
+        ) from None
+    return HttpAnswer(status=response.status, headers=dict(response.headers), body=response.body)
+
+
+# --- What both HTTP providers send and read -----------------------------------------------------------------------
+
+NOTICE_PREFIX = "[K-Agent notice] "  # notices go as user text: many servers reject a second system message
+
+
+def parse_arguments(raw: Any) -> str:
+    """Tool-call arguments as JSON text: servers send a string, an object (Ollama), null or nothing."""
+    if raw is None:
+        return "{}"
+    if isinstance(raw, str):
+        return raw if raw.strip() else "{}"
+    return json.dumps(raw, ensure_ascii=False)
+
+
+def json_object(value: Any) -> dict[str, Any]:
+    """`value` if it is a JSON object, else {}: servers leave parts out or send null."""
+    return value if isinstance(value, dict) else {}
+
+
+def json_count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
