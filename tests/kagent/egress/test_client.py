@@ -11,7 +11,8 @@ import pytest
 
 from fakes.upstream import Upstream
 from kagent import egress
-from kagent.egress import EgressClient, EgressError, get_client
+from kagent.egress import EgressClient, EgressError, get_client, transport
+from kagent.egress import client as egress_client
 from kagent.models import EgressEvent
 
 pytestmark = pytest.mark.django_db
@@ -190,7 +191,7 @@ def test_the_deadline_covers_trickling_headers(client, base_url):
 
 def test_timeout_is_capped_at_15_seconds(client, base_url, monkeypatch):
     # The cap is a module constant; lowering it shows that a larger timeout_ms is cut to it (15 s is too slow to wait).
-    monkeypatch.setattr(egress, "MAX_TIMEOUT_MS", 700)
+    monkeypatch.setattr(egress_client, "MAX_TIMEOUT_MS", 700)
     started = time.monotonic()
     assert refused(client, f"{base_url}/trickle-body", timeout_ms=600_000).code == "timeout"
     assert time.monotonic() - started < 1.3
@@ -237,14 +238,14 @@ def test_a_connection_from_another_policy_is_rechecked_before_writing(egress_set
     allowed = egress.EgressPolicy.from_settings()
     egress_settings.KAGENT_EGRESS_ALLOW_NETWORKS = []
     denied = egress.EgressPolicy.from_settings()
-    stream = egress._GuardedBackend(allowed, egress.system_resolver).connect_tcp(upstream.host, upstream.port)
-    token = egress._EXCHANGE.set(egress._Exchange(policy=denied, deadline=time.monotonic() + 5))
+    stream = transport._GuardedBackend(allowed, egress.system_resolver).connect_tcp(upstream.host, upstream.port)
+    token = transport.EXCHANGE.set(transport.Exchange(policy=denied, deadline=time.monotonic() + 5))
     try:
         with pytest.raises(EgressError) as info:
             stream.write(b"GET / HTTP/1.1\r\n\r\n")
         assert info.value.code == "address_not_allowed"
     finally:
-        egress._EXCHANGE.reset(token)
+        transport.EXCHANGE.reset(token)
         stream.close()
 
 
@@ -327,6 +328,6 @@ def test_plain_httpx_would_have_reached_the_internal_sentinel(internal):
     # verify=False: this is the unguarded control, and it must work even if another test run owns the port.
     with httpx.Client(verify=False, trust_env=False) as plain:  # noqa: S501
         assert plain.get("https://127.0.0.1:8443/echo/control").status_code == 200
-    if internal is not None:  # None only while another test run holds 127.0.0.1:8443 (see conftest)
+    if internal is not None:  # None only while another test run holds 127.0.0.1:8443 (see tests/egress/fixtures.py)
         assert [r.path for r in internal.received] == ["/echo/control"]
         internal.reset()  # the fixture's own check is for guarded calls

@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-from kagent import egress
-from kagent.egress import EgressClient, EgressError
+from kagent.egress import EgressClient, EgressError, resolver
 from tools.templating import TemplateError, render_request
 
 
@@ -56,7 +55,7 @@ def test_a_resolver_that_never_answers_cannot_take_every_lookup(monkeypatch, egr
         release.wait(10)
         return ["93.184.216.34"]
 
-    monkeypatch.setattr(egress, "_dns_slot_counters", {os.getpid(): threading.BoundedSemaphore(1)})
+    monkeypatch.setattr(resolver, "_dns_slot_counters", {os.getpid(): threading.BoundedSemaphore(1)})
     client = EgressClient(resolver=hanging)
     try:
         assert refused(client, "https://hang1.test:8443/", timeout_ms=300).code == "timeout"

@@ -1,0 +1,319 @@
+"""`EgressClient.request`, the one call: checks the request, picks the pool of the policy in force, holds the
+deadline over the whole exchange, refuses redirects and oversized bodies, and records every attempt. `get_client()`
+is the process's client."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+from kagent.egress.addresses import EgressPolicy
+from kagent.egress.decoding import BoundedDecoder, too_large
+from kagent.egress.errors import REFUSAL_CODES, EgressError
+from kagent.egress.events import EgressRecord, Recorder, record_event_db
+from kagent.egress.headers import USER_AGENT, check_headers
+from kagent.egress.limits import (
+    ALLOWED_METHODS,
+    CONNECT_TIMEOUT_S,
+    MAX_REQUEST_BODY_BYTES,
+    MAX_RESPONSE_BYTES,
+    MAX_TIMEOUT_MS,
+)
+from kagent.egress.resolver import Resolver, system_resolver
+from kagent.egress.transport import EXCHANGE, EgressTransport, Exchange
+from kagent.egress.urls import TargetUrl, url_check
+from kagent.masking import mask_secrets
+
+
+@dataclass(frozen=True)
+class EgressResponse:
+    status: int
+    headers: dict[str, str]  # lower-case names; repeated headers joined with ", "
+    body: bytes  # decoded (gzip/deflate undone), at most 1 MiB
+    resolved_address: str
+    duration_ms: int
+
+
+class EgressClient:
+    """One per process (`get_client()`): holds the pool, so connections are reused between calls."""
+
+    def __init__(self, *, resolver: Resolver | None = None, recorder: Recorder | None = record_event_db) -> None:
+        self._resolver: Resolver = resolver or system_resolver
+        self._recorder = recorder
+        self._lock = threading.Lock()
+        self._fingerprint: tuple[Any, ...] | None = None
+        self._policy: EgressPolicy | None = None
+        self._client: httpx.Client | None = None
+        self._transport: EgressTransport | None = None
+
+    def _policy_client(self) -> tuple[EgressPolicy, httpx.Client, EgressTransport]:
+        """The pool for the egress settings in force now; a new one (and the old closed) when they change."""
+        fingerprint = (
+            repr(settings.KAGENT_EGRESS_ALLOW_NETWORKS),
+            settings.KAGENT_EGRESS_CA_BUNDLE,
+            settings.KAGENT_EGRESS_RESOLVE,
+            repr(getattr(settings, "KAGENT_OWN_HOSTS", [])),
+        )
+        with self._lock:
+            if fingerprint != self._fingerprint or self._client is None or self._policy is None:
+                policy = EgressPolicy.from_settings()
+                transport = EgressTransport(policy=policy, resolver=self._resolver)
+                client = httpx.Client(
+                    transport=transport,
+                    trust_env=False,
+                    follow_redirects=False,
+                    # Defence in depth: requests never go through client.send, but a jar that stores nothing means
+                    # a long-lived client shared by every tenant can never carry one tenant's cookies to another.
+                    cookies=http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[])),
+                    headers={"User-Agent": USER_AGENT, "Accept": "*/*"},
+                )
+                old = self._client
+                self._client, self._transport, self._policy, self._fingerprint = client, transport, policy, fingerprint
+                if old is not None:
+                    old.close()
+            assert self._transport is not None
+            return self._policy, self._client, self._transport
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+            self._client = self._transport = self._policy = self._fingerprint = None
+
+    def request(
+        self,
+        *,
+        project_id: str | None,
+        purpose: str,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        body: bytes | None,
+        timeout_ms: int,
+        secret_values: Sequence[str] = (),
+    ) -> EgressResponse:
+        """Make one call. Raises EgressError; records every attempt. `secret_values` are masked in the logged path."""
+        started = time.monotonic()
+        host, port, path = "", None, ""
+        outcome: dict[str, Any] = {"status": None, "bytes": 0, "address": ""}
+        try:
+            host, port, path = _log_target(url)
+            target = url_check(url)
+            host, port, path = target.host, target.port, target.path
+            response = self._send(
+                target=target,
+                method=method,
+                headers=headers,
+                body=body,
+                timeout_ms=timeout_ms,
+                started=started,
+                outcome=outcome,
+            )
+        except EgressError as exc:
+            self._record(
+                project_id,
+                purpose,
+                method,
+                host,
+                port,
+                mask_secrets(path, secret_values, replacement="****"),
+                exc.resolved_address or outcome["address"],
+                exc.code,
+                exc.status or outcome["status"],
+                outcome["bytes"],
+                started,
+            )
+            raise
+        self._record(
+            project_id,
+            purpose,
+            method,
+            host,
+            port,
+            mask_secrets(path, secret_values, replacement="****"),
+            response.resolved_address,
+            "",
+            response.status,
+            len(response.body),
+            started,
+        )
+        return response
+
+    def _record(
+        self,
+        project_id: str | None,
+        purpose: str,
+        method: str,
+        host: str,
+        port: int | None,
+        path: str,
+        address: str,
+        code: str,
+        status: int | None,
+        size: int,
+        started: float,
+    ) -> None:
+        if self._recorder is None:
+            return
+        decision = "refused" if code in REFUSAL_CODES else "allowed"
+        self._recorder(
+            EgressRecord(
+                project_id=project_id,
+                purpose=str(purpose),
+                method=str(method)[:10],
+                host=host,
+                port=port,
+                path=path,
+                resolved_address=address,
+                decision=decision,
+                code=code,
+                status=status,
+                bytes_received=size,
+                duration_ms=int((time.monotonic() - started) * 1000),
+            )
+        )
+
+    def _send(
+        self,
+        *,
+        target: TargetUrl,
+        method: str,
+        headers: dict[str, str],
+        body: bytes | None,
+        timeout_ms: int,
+        started: float,
+        outcome: dict[str, Any],
+    ) -> EgressResponse:
+        if not isinstance(method, str) or method.upper() not in ALLOWED_METHODS:
+            raise EgressError("invalid_request", "the method is not allowed")
+        method = method.upper()
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms <= 0:
+            raise EgressError("invalid_request", "timeout_ms must be a positive integer")
+        if body is not None and (not isinstance(body, bytes) or len(body) > MAX_REQUEST_BODY_BYTES):
+            raise EgressError("invalid_request", "the request body must be bytes, at most 1 MiB")
+        header_list = check_headers(headers)
+        policy, client, transport = self._policy_client()
+        if policy.is_own_host(target.host):
+            raise EgressError("url_not_allowed", "K-Agent's own hosts are not reachable")
+        deadline = started + min(timeout_ms, MAX_TIMEOUT_MS) / 1000
+        exchange = Exchange(policy=policy, deadline=deadline)
+        token = EXCHANGE.set(exchange)
+        try:
+            left = max(exchange.remaining(), 0.001)
+            request = client.build_request(
+                method,
+                target.url,
+                headers=[*header_list, ("Accept-Encoding", "gzip, deflate")],
+                content=body,
+                timeout=httpx.Timeout(connect=min(CONNECT_TIMEOUT_S, left), read=left, write=left, pool=left),
+            )
+            # Straight to the guarded transport: no cookie jar shared between tenants, no URL (with its query) in
+            # httpx's request log, no auth or redirect machinery.
+            response = transport.handle_request(request)
+            response.request = request
+            try:
+                outcome["status"] = response.status_code
+                outcome["address"] = exchange.peer
+                if 300 <= response.status_code < 400:
+                    raise EgressError(
+                        "redirect_not_followed",
+                        "the upstream answered with a redirect",
+                        status=response.status_code,
+                        resolved_address=exchange.peer,
+                        may_have_reached_upstream=True,
+                    )
+                declared = response.headers.get("content-length")
+                if declared is not None and declared.strip().isdigit() and int(declared) > MAX_RESPONSE_BYTES:
+                    raise EgressError(
+                        "response_too_large",
+                        "the response is over 1 MiB",
+                        status=response.status_code,
+                        resolved_address=exchange.peer,
+                        may_have_reached_upstream=True,
+                    )
+                decoder = BoundedDecoder(response.headers.get("content-encoding", ""), MAX_RESPONSE_BYTES)
+                parts: list[bytes] = []
+                raw_size = 0
+                for chunk in response.iter_raw():
+                    raw_size += len(chunk)
+                    outcome["bytes"] = raw_size
+                    if raw_size > MAX_RESPONSE_BYTES:
+                        raise too_large()
+                    parts.extend(decoder.feed(chunk))
+                    if time.monotonic() > deadline:
+                        raise EgressError("timeout", "the call did not finish in time", may_have_reached_upstream=True)
+                parts.extend(decoder.flush())
+            except EgressError as exc:
+                exc.status = exc.status or response.status_code
+                exc.resolved_address = exc.resolved_address or exchange.peer
+                exc.may_have_reached_upstream = True
+                raise
+            finally:
+                response.close()
+            return EgressResponse(
+                status=response.status_code,
+                headers={k.lower(): v for k, v in _joined(response.headers.multi_items()).items()},
+                body=b"".join(parts),
+                resolved_address=exchange.peer,
+                duration_ms=int((time.monotonic() - started) * 1000),
+            )
+        except EgressError as exc:
+            if exchange.sent:
+                exc.may_have_reached_upstream = True
+            exc.resolved_address = exc.resolved_address or exchange.peer
+            raise
+        except httpx.HTTPError as exc:  # anything httpx raised itself
+            raise EgressError(
+                "bad_response",
+                "the exchange failed",
+                resolved_address=exchange.peer,
+                may_have_reached_upstream=exchange.sent,
+            ) from exc
+        finally:
+            EXCHANGE.reset(token)
+
+
+def _log_target(url: object) -> tuple[str, int | None, str]:
+    """Host, port and path for the egress log of a URL that may be refused; never the query or userinfo."""
+    try:
+        parsed = httpx.URL(url) if isinstance(url, str) else None
+    except Exception:  # noqa: BLE001 - only for the log; url_check decides
+        return "", None, ""
+    if parsed is None:
+        return "", None, ""
+    try:
+        port = parsed.port or 443
+    except Exception:  # noqa: BLE001
+        port = None
+    return parsed.host[:255], port, parsed.path
+
+
+def _joined(items: Iterable[tuple[str, str]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in items:
+        key = name.lower()
+        out[key] = f"{out[key]}, {value}" if key in out else value
+    return out
+
+
+_client: EgressClient | None = None
+_client_pid: int | None = None
+_client_lock = threading.Lock()
+
+
+def get_client() -> EgressClient:
+    """The process's client. A forked worker gets its own (pooled sockets are never shared across processes)."""
+    global _client, _client_pid
+    pid = os.getpid()
+    with _client_lock:
+        if _client is None or _client_pid != pid:
+            _client, _client_pid = EgressClient(), pid
+        return _client

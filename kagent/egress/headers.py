@@ -1,0 +1,54 @@
+"""Which request headers a caller or a tenant may set, and the check of a call's headers (name, value, who sets it)."""
+
+from __future__ import annotations
+
+import re
+
+from kagent.egress.errors import EgressError
+
+USER_AGENT = "K-Agent/1"
+
+# Headers only the transport sets (or that would let a caller steer a proxy or the framing): refused from any caller.
+TRANSPORT_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "forwarded",
+        "x-real-ip",
+        "expect",
+        "accept-encoding",
+    }
+)
+FORBIDDEN_HEADER_PREFIXES = ("x-forwarded-", "proxy-")
+SIGNING_HEADERS = frozenset({"webhook-id", "webhook-timestamp", "webhook-signature"})
+# What a tenant's template may not set (seed "Templating rules"): the above, plus what K-Agent sends on every call.
+TENANT_FORBIDDEN_HEADERS = TRANSPORT_HEADERS | SIGNING_HEADERS | {"user-agent"}
+
+
+def is_tenant_forbidden_header(name: str) -> bool:
+    lowered = name.lower()
+    return lowered in TENANT_FORBIDDEN_HEADERS or lowered.startswith(FORBIDDEN_HEADER_PREFIXES)
+
+
+_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+_HEADER_VALUE_RE = re.compile(r"^[\x20-\x7e\t]{0,8192}$")
+
+
+def check_headers(headers: dict[str, str]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for name, value in headers.items():
+        if not isinstance(name, str) or not isinstance(value, str) or not _HEADER_NAME_RE.match(name):
+            raise EgressError("invalid_request", "malformed header name")
+        lowered = name.lower()
+        if lowered in TRANSPORT_HEADERS or lowered.startswith(FORBIDDEN_HEADER_PREFIXES):
+            raise EgressError("header_not_allowed", f"the {name} header is set by K-Agent or not allowed")
+        if not _HEADER_VALUE_RE.match(value):
+            raise EgressError("invalid_request", f"the {name} header value holds characters that are not allowed")
+        out.append((name, value))
+    return out
