@@ -23,7 +23,7 @@ from runs.llm import Message
 from runs.models import Message as ChatMessage
 from runs.models import Run, RunStep, Segment, Session, ToolCall
 from tools.models import HttpTool
-from tools.toolset import ToolSetFacts, tool_set_build, without_client_tools
+from tools.toolset import ToolSetFacts, tool_set_build, tool_set_json, without_client_tools
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +142,11 @@ def _segment_for(
     last = session.segments.order_by("-number").first()
     number = version.number if version else None
     segment_facts = dataclasses.replace(facts, store=True)
-    draft_tools = tool_set_build(config=config, http_tools=http_tools, facts=segment_facts) if version is None else None
+    draft_tools = (
+        tool_set_json(tool_set_build(config=config, http_tools=http_tools, facts=segment_facts))
+        if version is None
+        else None
+    )
     if (
         last is not None
         and last.version_number == number
@@ -158,7 +162,7 @@ def _segment_for(
         version_number=number,
         tool_set=draft_tools
         if draft_tools is not None
-        else tool_set_build(config=config, http_tools=http_tools, facts=segment_facts),
+        else tool_set_json(tool_set_build(config=config, http_tools=http_tools, facts=segment_facts)),
         started_at=now,
     )
 
@@ -273,7 +277,7 @@ def run_create(*, project: Project, api_key: ApiKey, data: dict[str, Any], clien
                 pass  # it finished on its own a moment ago: nothing left to supersede
         Session.objects.filter(pk=session.pk).update(last_activity_at=now)
     else:
-        tool_set = tool_set_build(config=config, http_tools=http_tools, facts=facts)
+        tool_set = tool_set_json(tool_set_build(config=config, http_tools=http_tools, facts=facts))
         history = []
 
     run = Run(

@@ -24,13 +24,14 @@ import hashlib
 import json
 import zoneinfo
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tools import builtins
 from tools.arguments import StrictValidator
 from tools.templating import TEXT_MAX, is_token
 from tools.templating import normalize_arguments as normalize_digits_in
+from tools.toolset import ToolKind, ToolSpec
 
 HTTP_CALLS_PER_HOUR = 20
 TICKETS_PER_DAY = 5
@@ -43,7 +44,7 @@ class PolicyContext:
     checks that are reached cost a query."""
 
     tools_enabled: bool
-    tool_set: tuple[dict[str, Any], ...]
+    tool_set: tuple[ToolSpec, ...]
     verified: bool
     has_session: bool
     actions_paused: Callable[[], bool]  # live: the agent's switch now, not when the segment started
@@ -68,7 +69,7 @@ class Decision:
     arguments_hash: str = ""
     code: str = ""
     guidance: str = ""
-    spec: dict[str, Any] = field(default_factory=dict)
+    spec: ToolSpec | None = None  # None when the tool is not in the tool set
 
     def model_result(self) -> dict[str, Any]:
         return {"ok": False, "error": {"code": self.code, "guidance": self.guidance}}
@@ -88,13 +89,13 @@ def parse_arguments(raw: str) -> tuple[Any, str | None]:
         return None, f"The arguments are not valid JSON ({exc.__class__.__name__}). Send a JSON object."
 
 
-def _refuse(code: str, guidance: str, name: str, arguments: Any, spec: dict[str, Any] | None = None) -> Decision:
-    return Decision(False, name, arguments, arguments_hash(arguments), code, guidance, spec or {})
+def _refuse(code: str, guidance: str, name: str, arguments: Any, spec: ToolSpec | None = None) -> Decision:
+    return Decision(False, name, arguments, arguments_hash(arguments), code, guidance, spec)
 
 
-def _format_errors(spec: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+def _format_errors(spec: ToolSpec, arguments: dict[str, Any]) -> list[str]:
     problems = []
-    for key, schema in spec["parameters"].get("properties", {}).items():
+    for key, schema in spec.parameters.get("properties", {}).items():
         value = arguments.get(key)
         if value is None or isinstance(value, bool):
             continue
@@ -107,8 +108,8 @@ def _format_errors(spec: dict[str, Any], arguments: dict[str, Any]) -> list[str]
     return problems
 
 
-def _schema_problems(spec: dict[str, Any], arguments: Any) -> list[str]:
-    schema = dict(spec["parameters"])
+def _schema_problems(spec: ToolSpec, arguments: Any) -> list[str]:
+    schema = dict(spec.parameters)
     schema.setdefault("additionalProperties", False)  # strict: no argument the schema doesn't name
     validator = StrictValidator(schema)
     problems = []
@@ -138,12 +139,12 @@ def within_business_hours(hours: dict[str, Any] | None, now: datetime.datetime) 
 
 
 def policy_check(ctx: PolicyContext, requested_name: str, raw_arguments: str) -> Decision:
-    available = [spec["name"] for spec in ctx.tool_set]
+    available = [spec.name for spec in ctx.tool_set]
     name = builtins.resolve_alias(requested_name, available) or ""
     arguments, parse_problem = parse_arguments(raw_arguments)
 
     # 1. In the run's tool set, with tools switched on.
-    spec = next((s for s in ctx.tool_set if s["name"] == name), None)
+    spec = next((s for s in ctx.tool_set if s.name == name), None)
     if not ctx.tools_enabled or spec is None:
         offered = ", ".join(available) if available and ctx.tools_enabled else "none"
         return _refuse(
@@ -157,15 +158,15 @@ def policy_check(ctx: PolicyContext, requested_name: str, raw_arguments: str) ->
     # 2. Strict validation (after synonyms; a real key wins).
     if parse_problem:
         return _refuse("invalid_arguments", parse_problem, name, arguments, spec)
-    if spec["kind"] == "builtin" and isinstance(arguments, dict):
+    if spec.kind == ToolKind.BUILTIN and isinstance(arguments, dict):
         tool = builtins.get(name)
         assert tool is not None
         arguments = builtins.normalize_arguments(tool, arguments)
-    if spec["kind"] == "http" and isinstance(arguments, dict):
+    if spec.kind == ToolKind.HTTP and isinstance(arguments, dict):
         # Seed: Arabic-Indic digits are converted to ASCII before checks (٨٨١٢ and 8812 are the same order number).
         arguments = normalize_digits_in(arguments)
     problems = _schema_problems(spec, arguments)
-    if not problems and spec["kind"] == "http":
+    if not problems and spec.kind == ToolKind.HTTP:
         problems = _format_errors(spec, arguments)
     if problems:
         return _refuse(
@@ -178,7 +179,7 @@ def policy_check(ctx: PolicyContext, requested_name: str, raw_arguments: str) ->
         )
 
     # 3. Identity comes from the credential, never from the model.
-    if spec.get("requires_verified_user") and not ctx.verified:
+    if spec.requires_verified_user and not ctx.verified:
         return _refuse(
             "verified_user_required",
             "This tool needs a signed-in customer, and this one isn't verified. Don't ask for identifying details "
@@ -189,7 +190,7 @@ def policy_check(ctx: PolicyContext, requested_name: str, raw_arguments: str) ->
         )
 
     # 4. Available now.
-    if spec["effect"] == "action" and ctx.actions_paused():
+    if spec.effect == "action" and ctx.actions_paused():
         return _refuse(
             "not_available",
             "Actions are paused for this assistant right now. Don't promise the action: tell the customer it can't "
@@ -246,7 +247,7 @@ def policy_check(ctx: PolicyContext, requested_name: str, raw_arguments: str) ->
         return _refuse("run_cancelled", "This reply was cancelled; no further tools run.", name, arguments, spec)
 
     # 7. Per-user limits, counting every attempt.
-    if spec["kind"] == "http" and ctx.http_calls_last_hour() >= HTTP_CALLS_PER_HOUR:
+    if spec.kind == ToolKind.HTTP and ctx.http_calls_last_hour() >= HTTP_CALLS_PER_HOUR:
         return _refuse(
             "rate_limited",
             f"This customer reached the limit of {HTTP_CALLS_PER_HOUR} lookups an hour. Answer with what you "
