@@ -37,6 +37,7 @@ from tools.http_call import http_tool_call
 from tools.policy import PolicyContext, parse_arguments, policy_check
 from tools.shaping import DATA_NOTICE
 from tools.templating import EndUserIdentity
+from tools.toolset import ToolSpec, tool_set_from_json
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ class Engine:
         # Tool calls are created in the same transaction that counts a round: none exist before the first.
         self.calls: list[ToolCall] = list(run.tool_calls.order_by("round", "index")) if run.rounds else []
         self.tools_config = run.config["tools"]
+        self.tool_set = tool_set_from_json(run.tool_set)
         self.max_rounds = int(self.tools_config.get("max_tool_rounds", 3))
         self.cancelled = run.cancel_requested  # e.g. cancelled while its dead worker held it, before the re-queue
         self.fresh = True  # the lease was just set (by the claim, or by the last fenced write)
@@ -219,7 +221,7 @@ class Engine:
 
     def _call_model(self, tool_choice: str) -> tuple[ModelResponse, RunStep]:
         """The model's answer, and its step, written together with what the answer leads to."""
-        tools = tuple(ToolDefinition(s["name"], s["description"], s["parameters"]) for s in self.run.tool_set)
+        tools = tuple(ToolDefinition(s.name, s.description, s.parameters) for s in self.tool_set)
         request = ModelRequest(
             system=self.system_prompt(),
             messages=tuple(self.transcript),
@@ -263,7 +265,7 @@ class Engine:
         """Records the model's step and tool calls before any call runs, with the transcript, in one transaction
         fenced on ownership (a stale worker writes nothing)."""
         round_number = self.run.rounds + 1
-        names = [s["name"] for s in self.run.tool_set]
+        names = [s.name for s in self.tool_set]
         calls = []
         for index, request in enumerate(response.tool_calls):
             arguments, _ = parse_arguments(request.arguments)
@@ -305,7 +307,7 @@ class Engine:
             self.fresh = False
             if call.status == ToolCall.Status.RUNNING:
                 # It may have reached the business before a crash: send it again with the same id.
-                spec = next((s for s in self.run.tool_set if s["name"] == call.name), None)
+                spec = next((s for s in self.tool_set if s.name == call.name), None)
                 if spec is not None:
                     self._run_http(call, spec, call.arguments or {}, {})
                     continue
@@ -341,7 +343,7 @@ class Engine:
         now = timezone.now()
         return PolicyContext(
             tools_enabled=bool(self.tools_config.get("enabled", True)),
-            tool_set=tuple(run.tool_set),
+            tool_set=self.tool_set,
             verified=run.end_user_id is not None,
             has_session=run.session_id is not None,
             actions_paused=self._live_actions_paused,
@@ -403,8 +405,8 @@ class Engine:
         spec = decision.spec
         fields: dict[str, Any] = {
             "name": decision.name[:64],
-            "kind": spec.get("kind", ""),
-            "effect": spec.get("effect", ""),
+            "kind": str(spec.kind) if spec else "",
+            "effect": str(spec.effect) if spec else "",
             "arguments": decision.arguments if isinstance(decision.arguments, (dict, list)) else None,
             "arguments_hash": decision.arguments_hash,
             "policy_decision": "allowed" if decision.allowed else "refused",
@@ -415,7 +417,7 @@ class Engine:
         if not decision.allowed:
             self._record(call, ToolCall.Status.REFUSED, decision.model_result(), fields)
             return
-        kind, effect = spec["kind"], spec["effect"]
+        kind, effect = spec.kind, spec.effect
         simulate = self.run.sandbox and effect == "action" and not self.run.run_real_actions
         if simulate:
             # Test panel: action tools answer as if they ran and send nothing (seed, "In the test panel").
@@ -434,9 +436,7 @@ class Engine:
             setattr(call, key, value)
         call.status, call.result, call.finished_at = status, result, now
 
-    def _run_http(
-        self, call: ToolCall, spec: dict[str, Any], arguments: dict[str, Any], fields: dict[str, Any]
-    ) -> None:
+    def _run_http(self, call: ToolCall, spec: ToolSpec, arguments: dict[str, Any], fields: dict[str, Any]) -> None:
         # Marked as running before anything is sent: after a crash this call is retried, never forgotten.
         ToolCall.objects.filter(pk=call.pk).update(
             status=ToolCall.Status.RUNNING, attempts=F("attempts") + 1, started_at=timezone.now(), **fields
@@ -447,7 +447,7 @@ class Engine:
         end_user = self.run.end_user
         outcome = http_tool_call(
             project_id=self.run.project_id,
-            tool=spec["definition"],
+            tool=spec.definition,
             arguments=arguments,
             call_id=call.pk,
             end_user=EndUserIdentity(end_user.external_id, end_user.traits) if end_user else None,

@@ -27,7 +27,7 @@ from runs.models import Run, RunStep, Segment, Session, Ticket, ToolCall
 from runs.queue import enqueue_run, send_run
 from runs.selectors import session_get
 from tools.models import HttpTool
-from tools.toolset import ToolSetFacts, tool_set_build, without_client_tools
+from tools.toolset import ToolSetFacts, tool_set_build, tool_set_json, without_client_tools
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,11 @@ def _segment_for(
     last = session.segments.order_by("-number").first()
     number = version.number if version else None
     segment_facts = dataclasses.replace(facts, store=True)
-    draft_tools = tool_set_build(config=config, http_tools=http_tools, facts=segment_facts) if version is None else None
+    draft_tools = (
+        tool_set_json(tool_set_build(config=config, http_tools=http_tools, facts=segment_facts))
+        if version is None
+        else None
+    )
     if (
         last is not None
         and last.version_number == number
@@ -124,7 +128,7 @@ def _segment_for(
         version_number=number,
         tool_set=draft_tools
         if draft_tools is not None
-        else tool_set_build(config=config, http_tools=http_tools, facts=segment_facts),
+        else tool_set_json(tool_set_build(config=config, http_tools=http_tools, facts=segment_facts)),
         started_at=now,
     )
 
@@ -238,7 +242,7 @@ def run_create(
         _supersede_open_runs(session)
         Session.objects.filter(pk=session.pk).update(last_activity_at=now)
     else:
-        tool_set = tool_set_build(config=what.config, http_tools=what.http_tools, facts=facts)
+        tool_set = tool_set_json(tool_set_build(config=what.config, http_tools=what.http_tools, facts=facts))
         history = []
 
     run = Run(

@@ -65,10 +65,18 @@ class BuiltinTool:
     starter_rules: tuple[StarterRule, ...]
     aliases: tuple[str, ...] = ()
     argument_synonyms: tuple[ArgumentSynonym, ...] = ()
+    # What the tool needs to be offered and to run (SPEC §5, the policy check's rows 4 and 7). None of it is shown
+    # to the model, so none of it is in the version lock.
     # Seed: flag_conversation is for sessions only (a one-shot run has nothing to flag).
     sessions_only: bool = False
     # Seed: search_knowledge is offered only when the agent has searchable sources.
     requires_searchable_knowledge: bool = False
+    # Seed: transfer_to_human needs the team in business hours (outside them, nobody can take the conversation).
+    follows_business_hours: bool = False
+    # Seed: create_ticket refuses when the customer already has an open ticket, and gives the existing number.
+    one_open_ticket_per_customer: bool = False
+    # Seed: create_ticket, 5 a day per end user (per session if anonymous).
+    tickets_per_day: int | None = None
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -197,6 +205,7 @@ TRANSFER_TO_HUMAN = BuiltinTool(
         ArgumentSynonym("conversation_summary", "summary"),
         ArgumentSynonym("handoff_summary", "summary"),
     ),
+    follows_business_hours=True,
 )
 
 CREATE_TICKET = BuiltinTool(
@@ -294,6 +303,8 @@ CREATE_TICKET = BuiltinTool(
         ArgumentSynonym("troubleshooting", "resolution_attempted"),
         ArgumentSynonym("troubleshooting_steps", "resolution_attempted"),
     ),
+    one_open_ticket_per_customer=True,
+    tickets_per_day=5,
 )
 
 FLAG_CONVERSATION = BuiltinTool(

@@ -13,8 +13,10 @@ Seed, "The policy check" — in this order; the first failure answers the model
 7. per-user limits: HTTP tools 20 an hour, create_ticket 5 a day          rate_limited
 8. round budget not used up; at most 5 calls a round                      round_budget_exhausted, too_many_calls
 
-Tool names the model invents are resolved through aliases before step 1, argument names through synonyms before
-step 2 (a real key always wins). This module decides; it never runs a tool and never writes.
+Each row is one step function in `POLICY_STEPS`, in that order. Tool names the model invents are resolved through
+aliases before step 1, argument names through synonyms before step 2 (a real key always wins). What a built-in needs
+(sessions only, business hours, one open ticket, a daily limit) is declared on its `BuiltinTool`, not named here.
+This module decides; it never runs a tool and never writes.
 """
 
 from __future__ import annotations
@@ -24,16 +26,17 @@ import hashlib
 import json
 import zoneinfo
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 from tools import builtins
 from tools.arguments import StrictValidator
+from tools.builtins import Effect
 from tools.templating import TEXT_MAX, is_token
 from tools.templating import normalize_arguments as normalize_digits_in
+from tools.toolset import ToolKind, ToolSpec
 
 HTTP_CALLS_PER_HOUR = 20
-TICKETS_PER_DAY = 5
 MAX_CALLS_PER_ROUND = 5
 
 
@@ -43,7 +46,7 @@ class PolicyContext:
     checks that are reached cost a query."""
 
     tools_enabled: bool
-    tool_set: tuple[dict[str, Any], ...]
+    tool_set: tuple[ToolSpec, ...]
     verified: bool
     has_session: bool
     actions_paused: Callable[[], bool]  # live: the agent's switch now, not when the segment started
@@ -68,7 +71,7 @@ class Decision:
     arguments_hash: str = ""
     code: str = ""
     guidance: str = ""
-    spec: dict[str, Any] = field(default_factory=dict)
+    spec: ToolSpec | None = None  # None when the tool is not in the tool set
 
     def model_result(self) -> dict[str, Any]:
         return {"ok": False, "error": {"code": self.code, "guidance": self.guidance}}
@@ -88,13 +91,67 @@ def parse_arguments(raw: str) -> tuple[Any, str | None]:
         return None, f"The arguments are not valid JSON ({exc.__class__.__name__}). Send a JSON object."
 
 
-def _refuse(code: str, guidance: str, name: str, arguments: Any, spec: dict[str, Any] | None = None) -> Decision:
-    return Decision(False, name, arguments, arguments_hash(arguments), code, guidance, spec or {})
+def _normalized(spec: ToolSpec | None, arguments: Any) -> Any:
+    """The arguments with synonyms mapped (built-ins) or Arabic-Indic digits as ASCII (HTTP tools)."""
+    if spec is None or not isinstance(arguments, dict):
+        return arguments
+    if spec.builtin is not None:
+        return builtins.normalize_arguments(spec.builtin, arguments)
+    if spec.kind == ToolKind.HTTP:
+        # Seed: Arabic-Indic digits are converted to ASCII before checks (٨٨١٢ and 8812 are the same order number).
+        return normalize_digits_in(arguments)
+    return arguments
 
 
-def _format_errors(spec: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+@dataclass(frozen=True)
+class PolicyCall:
+    """One tool call as the steps see it: the name after aliases, the arguments before and after synonyms."""
+
+    requested_name: str
+    name: str  # resolved through aliases ("" when nothing matched)
+    spec: ToolSpec | None  # the tool set's entry for `name`
+    sent_arguments: Any  # as parsed from the model's JSON (None when it isn't JSON)
+    parse_problem: str | None
+    arguments: Any  # after synonyms: what validation and everything after it sees
+
+    @property
+    def offered(self) -> ToolSpec:
+        """The tool set's entry: every step after `in_the_tool_set` may rely on it."""
+        if self.spec is None:
+            raise LookupError(f"{self.requested_name[:64]!r} is not in the tool set; in_the_tool_set comes first")
+        return self.spec
+
+    def refuse(self, code: str, guidance: str) -> Decision:
+        return Decision(False, self.name, self.arguments, arguments_hash(self.arguments), code, guidance, self.spec)
+
+
+PolicyStep = Callable[[PolicyContext, PolicyCall], Decision | None]
+
+
+# --- 1. in the run's tool set, with tools switched on ------------------------------------------------------------
+
+
+def in_the_tool_set(ctx: PolicyContext, call: PolicyCall) -> Decision | None:
+    if ctx.tools_enabled and call.spec is not None:
+        return None
+    available = [spec.name for spec in ctx.tool_set]
+    offered = ", ".join(available) if available and ctx.tools_enabled else "none"
+    guidance = (
+        f"There is no tool named {call.requested_name[:64]!r} in this conversation (tools offered: {offered}). "
+        "Answer without it, or use one of the offered tools."
+    )
+    # Nothing was matched to a tool, so nothing was read the tool's way: the arguments as sent, no spec.
+    return Decision(
+        False, call.name, call.sent_arguments, arguments_hash(call.sent_arguments), "tool_not_available", guidance
+    )
+
+
+# --- 2. strict validation (after synonyms; a real key wins) ------------------------------------------------------
+
+
+def _format_errors(spec: ToolSpec, arguments: dict[str, Any]) -> list[str]:
     problems = []
-    for key, schema in spec["parameters"].get("properties", {}).items():
+    for key, schema in spec.parameters.get("properties", {}).items():
         value = arguments.get(key)
         if value is None or isinstance(value, bool):
             continue
@@ -107,8 +164,8 @@ def _format_errors(spec: dict[str, Any], arguments: dict[str, Any]) -> list[str]
     return problems
 
 
-def _schema_problems(spec: dict[str, Any], arguments: Any) -> list[str]:
-    schema = dict(spec["parameters"])
+def _schema_problems(spec: ToolSpec, arguments: Any) -> list[str]:
+    schema = dict(spec.parameters)
     schema.setdefault("additionalProperties", False)  # strict: no argument the schema doesn't name
     validator = StrictValidator(schema)
     problems = []
@@ -121,6 +178,37 @@ def _schema_problems(spec: dict[str, Any], arguments: Any) -> list[str]:
         message = error.message if len(error.message) < 160 else error.message[:159] + "…"
         problems.append(f"{where}: {message}")
     return problems[:5]
+
+
+def arguments_valid(ctx: PolicyContext, call: PolicyCall) -> Decision | None:
+    if call.parse_problem:
+        return call.refuse("invalid_arguments", call.parse_problem)
+    problems = _schema_problems(call.offered, call.arguments)
+    if not problems and call.offered.kind == ToolKind.HTTP:
+        problems = _format_errors(call.offered, call.arguments)
+    if not problems:
+        return None
+    return call.refuse(
+        "invalid_arguments",
+        "The arguments don't match the tool's parameters: " + "; ".join(problems) + ". Fix them and call again,"
+        " or ask the customer for what is missing.",
+    )
+
+
+# --- 3. identity comes from the credential, never from the model -------------------------------------------------
+
+
+def verified_user(ctx: PolicyContext, call: PolicyCall) -> Decision | None:
+    if not call.offered.requires_verified_user or ctx.verified:
+        return None
+    return call.refuse(
+        "verified_user_required",
+        "This tool needs a signed-in customer, and this one isn't verified. Don't ask for identifying details "
+        "to work around it: tell the customer to sign in to the app, or offer to hand over to the team.",
+    )
+
+
+# --- 4. available now --------------------------------------------------------------------------------------------
 
 
 def within_business_hours(hours: dict[str, Any] | None, now: datetime.datetime) -> bool:
@@ -137,150 +225,122 @@ def within_business_hours(hours: dict[str, Any] | None, now: datetime.datetime) 
     return any(i["day"] == day and i["open"] <= clock < i["close"] for i in weekly)
 
 
-def policy_check(ctx: PolicyContext, requested_name: str, raw_arguments: str) -> Decision:
-    available = [spec["name"] for spec in ctx.tool_set]
-    name = builtins.resolve_alias(requested_name, available) or ""
-    arguments, parse_problem = parse_arguments(raw_arguments)
-
-    # 1. In the run's tool set, with tools switched on.
-    spec = next((s for s in ctx.tool_set if s["name"] == name), None)
-    if not ctx.tools_enabled or spec is None:
-        offered = ", ".join(available) if available and ctx.tools_enabled else "none"
-        return _refuse(
-            "tool_not_available",
-            f"There is no tool named {requested_name[:64]!r} in this conversation (tools offered: {offered}). "
-            "Answer without it, or use one of the offered tools.",
-            name,
-            arguments,
-        )
-
-    # 2. Strict validation (after synonyms; a real key wins).
-    if parse_problem:
-        return _refuse("invalid_arguments", parse_problem, name, arguments, spec)
-    if spec["kind"] == "builtin" and isinstance(arguments, dict):
-        tool = builtins.get(name)
-        assert tool is not None
-        arguments = builtins.normalize_arguments(tool, arguments)
-    if spec["kind"] == "http" and isinstance(arguments, dict):
-        # Seed: Arabic-Indic digits are converted to ASCII before checks (٨٨١٢ and 8812 are the same order number).
-        arguments = normalize_digits_in(arguments)
-    problems = _schema_problems(spec, arguments)
-    if not problems and spec["kind"] == "http":
-        problems = _format_errors(spec, arguments)
-    if problems:
-        return _refuse(
-            "invalid_arguments",
-            "The arguments don't match the tool's parameters: " + "; ".join(problems) + ". Fix them and call again,"
-            " or ask the customer for what is missing.",
-            name,
-            arguments,
-            spec,
-        )
-
-    # 3. Identity comes from the credential, never from the model.
-    if spec.get("requires_verified_user") and not ctx.verified:
-        return _refuse(
-            "verified_user_required",
-            "This tool needs a signed-in customer, and this one isn't verified. Don't ask for identifying details "
-            "to work around it: tell the customer to sign in to the app, or offer to hand over to the team.",
-            name,
-            arguments,
-            spec,
-        )
-
-    # 4. Available now.
-    if spec["effect"] == "action" and ctx.actions_paused():
-        return _refuse(
+def available_now(ctx: PolicyContext, call: PolicyCall) -> Decision | None:
+    if call.offered.effect == Effect.ACTION and ctx.actions_paused():
+        return call.refuse(
             "not_available",
             "Actions are paused for this assistant right now. Don't promise the action: tell the customer it can't "
             "be done here at the moment and offer a handover to the team.",
-            name,
-            arguments,
-            spec,
         )
-    if name == "flag_conversation" and not ctx.has_session:
-        return _refuse("not_available", "Flagging works only in a conversation session.", name, arguments, spec)
-    if name == "search_knowledge" and not ctx.has_searchable_knowledge():
-        return _refuse(
+    tool = call.offered.builtin
+    if tool is None:
+        return None
+    if tool.sessions_only and not ctx.has_session:
+        return call.refuse("not_available", "Flagging works only in a conversation session.")
+    if tool.requires_searchable_knowledge and not ctx.has_searchable_knowledge():
+        return call.refuse(
             "not_available",
             "There is no searchable knowledge right now. Answer from the instructions, or say you don't know.",
-            name,
-            arguments,
-            spec,
         )
-    if name == "transfer_to_human" and not within_business_hours(ctx.business_hours, ctx.now):
-        return _refuse(
+    if tool.follows_business_hours and not within_business_hours(ctx.business_hours, ctx.now):
+        return call.refuse(
             "outside_business_hours",
             "The team is outside business hours, so nobody can take the conversation now. Tell the customer when the "
             "team is available and, if tickets are offered, open one instead.",
-            name,
-            arguments,
-            spec,
         )
-    if name == "create_ticket":
+    if tool.one_open_ticket_per_customer:
         existing = ctx.open_ticket_number()
         if existing:
-            return _refuse(
+            return call.refuse(
                 "ticket_already_open",
                 f"This customer already has an open ticket, {existing}. Don't open another: give them {existing} "
                 "and say the team is on it.",
-                name,
-                arguments,
-                spec,
             )
+    return None
 
-    # 5. Not twice.
-    digest = arguments_hash(arguments)
-    if (name, digest) in ctx.succeeded:
-        return _refuse(
-            "duplicate_call",
-            "This exact call already succeeded in this reply; its result is above. Use that result instead of "
-            "calling again.",
-            name,
-            arguments,
-            spec,
-        )
 
-    # 6. Not after a cancel.
-    if ctx.cancelled:
-        return _refuse("run_cancelled", "This reply was cancelled; no further tools run.", name, arguments, spec)
+# --- 5. not twice ------------------------------------------------------------------------------------------------
 
-    # 7. Per-user limits, counting every attempt.
-    if spec["kind"] == "http" and ctx.http_calls_last_hour() >= HTTP_CALLS_PER_HOUR:
-        return _refuse(
+
+def not_a_duplicate(ctx: PolicyContext, call: PolicyCall) -> Decision | None:
+    if (call.name, arguments_hash(call.arguments)) not in ctx.succeeded:
+        return None
+    return call.refuse(
+        "duplicate_call",
+        "This exact call already succeeded in this reply; its result is above. Use that result instead of "
+        "calling again.",
+    )
+
+
+# --- 6. not after a cancel ---------------------------------------------------------------------------------------
+
+
+def not_cancelled(ctx: PolicyContext, call: PolicyCall) -> Decision | None:
+    if not ctx.cancelled:
+        return None
+    return call.refuse("run_cancelled", "This reply was cancelled; no further tools run.")
+
+
+# --- 7. per-user limits, counting every attempt ------------------------------------------------------------------
+
+
+def within_per_user_limits(ctx: PolicyContext, call: PolicyCall) -> Decision | None:
+    if call.offered.kind == ToolKind.HTTP and ctx.http_calls_last_hour() >= HTTP_CALLS_PER_HOUR:
+        return call.refuse(
             "rate_limited",
             f"This customer reached the limit of {HTTP_CALLS_PER_HOUR} lookups an hour. Answer with what you "
             "already know, or offer a handover.",
-            name,
-            arguments,
-            spec,
         )
-    if name == "create_ticket" and ctx.tickets_last_day() >= TICKETS_PER_DAY:
-        return _refuse(
+    tool = call.offered.builtin
+    limit = tool.tickets_per_day if tool is not None else None
+    if limit is not None and ctx.tickets_last_day() >= limit:
+        return call.refuse(
             "rate_limited",
-            f"This customer reached the limit of {TICKETS_PER_DAY} tickets a day. Don't open another; offer a "
-            "handover instead.",
-            name,
-            arguments,
-            spec,
+            f"This customer reached the limit of {limit} tickets a day. Don't open another; offer a handover instead.",
         )
+    return None
 
-    # 8. Budgets.
+
+# --- 8. budgets --------------------------------------------------------------------------------------------------
+
+
+def within_round_budget(ctx: PolicyContext, call: PolicyCall) -> Decision | None:
     if ctx.round > ctx.max_rounds:
-        return _refuse(
+        return call.refuse(
             "round_budget_exhausted",
             "No tool rounds are left for this reply. Answer the customer now with what you have.",
-            name,
-            arguments,
-            spec,
         )
     if ctx.index_in_round >= MAX_CALLS_PER_ROUND:
-        return _refuse(
+        return call.refuse(
             "too_many_calls",
             f"At most {MAX_CALLS_PER_ROUND} tool calls run per round; this one did not run. Call it again in the "
             "next round if you still need it.",
-            name,
-            arguments,
-            spec,
         )
-    return Decision(True, name, arguments, digest, spec=spec)
+    return None
+
+
+# The SPEC's table, row by row: the first step that refuses answers the model. A new check is a new step here.
+POLICY_STEPS: Final[tuple[PolicyStep, ...]] = (
+    in_the_tool_set,
+    arguments_valid,
+    verified_user,
+    available_now,
+    not_a_duplicate,
+    not_cancelled,
+    within_per_user_limits,
+    within_round_budget,
+)
+
+
+def policy_check(ctx: PolicyContext, requested_name: str, raw_arguments: str) -> Decision:
+    """The decision on one tool call: the name through aliases, the arguments parsed and through synonyms, then
+    `POLICY_STEPS` in order. The first refusal, or the allowance with the tool's spec."""
+    name = builtins.resolve_alias(requested_name, [spec.name for spec in ctx.tool_set]) or ""
+    spec = next((s for s in ctx.tool_set if s.name == name), None)
+    sent, parse_problem = parse_arguments(raw_arguments)
+    call = PolicyCall(requested_name, name, spec, sent, parse_problem, _normalized(spec, sent))
+    for step in POLICY_STEPS:
+        refusal = step(ctx, call)
+        if refusal is not None:
+            return refusal
+    return Decision(True, name, call.arguments, arguments_hash(call.arguments), spec=spec)

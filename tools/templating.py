@@ -32,7 +32,7 @@ import jsonschema
 from kagent.egress import EgressError, is_tenant_forbidden_header, url_check
 from kagent.masking import mask_secrets
 from tools.arguments import StrictValidator
-from tools.placeholders import Placeholder, PlaceholderError, parse, split
+from tools.placeholders import Placeholder, PlaceholderError, split
 from tools.shaping import ascii_digits, clean_text
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -222,64 +222,15 @@ class _Resolver:
     def value(self, ph: Placeholder, where: str) -> Any:
         """The value of `ph` for location `where` (path, query, header, body_text, body_json)."""
         if ph.root == "args":
-            fmt = self._format(ph)
-            if ph.name not in self.arguments:
-                raise TemplateError(
-                    "unresolved_placeholder",
-                    f"the argument {ph.name} is missing",
-                    placeholder=ph.raw,
-                    parameter=ph.name,
-                )
-            raw = self.arguments[ph.name]
-            if raw is None:
-                raise self._blank(ph)
-            if where in ("path", "query", "header") and fmt != "token":
-                raise TemplateError(
-                    "invalid_template", f"{ph.raw}: text parameters may only be used in the body", placeholder=ph.raw
-                )
-            if where == "body_json":
-                return self._argument_json(ph, raw, fmt)
-            text = _scalar_text(raw, what=ph.name, placeholder=ph.raw, parameter=ph.name)
-            text = self._argument_text(ph, text, fmt if where == "body_text" else "token")
-            if where == "header" and not text.isascii():
-                raise TemplateError(
-                    "invalid_arguments",
-                    f"{ph.name} may only hold ASCII characters here",
-                    placeholder=ph.raw,
-                    parameter=ph.name,
-                )
-            return text
+            return self._argument_value(ph, where)
         if ph.root == "end_user":
-            if self.end_user is None:
-                raise TemplateError("verified_user_required", f"{ph.raw} needs a verified end user", placeholder=ph.raw)
-            if not ph.is_trait:
-                raw = self.end_user.external_id
-            elif isinstance(self.end_user.traits, Mapping) and ph.name in self.end_user.traits:
-                raw = self.end_user.traits[ph.name]
-            else:
-                raise TemplateError(
-                    "unresolved_placeholder", f"the end user has no trait {ph.name}", placeholder=ph.raw
-                )
+            raw = self._end_user_raw(ph)
         elif ph.root == "var":
             if ph.name not in self.variables:
                 raise TemplateError("unresolved_placeholder", f"the variable {ph.name} is not set", placeholder=ph.raw)
             raw = self.variables[ph.name]
         elif ph.root == "secret":
-            secret = self.secret_lookup(ph.name)
-            if secret is None:
-                raise TemplateError(
-                    "unresolved_placeholder", f"the secret {ph.name} does not exist", placeholder=ph.raw
-                )
-            allowed = {h.strip().lower().rstrip(".") for h in secret.allowed_hosts}
-            if self.host not in allowed:
-                raise TemplateError(
-                    "secret_host_not_allowed",
-                    f"the secret {ph.name} may not be sent to {self.host}",
-                    placeholder=ph.raw,
-                )
-            raw = secret.value
-            if isinstance(raw, str) and raw.strip():
-                self.secret_values.append(raw)
+            raw = self._secret_raw(ph)
         else:  # pragma: no cover - placeholders.parse admits no other root
             raise TemplateError("invalid_template", f"{ph.raw} is not a known placeholder", placeholder=ph.raw)
         if raw is None or (isinstance(raw, str) and not raw.strip()):
@@ -290,6 +241,60 @@ class _Resolver:
         if not text.strip():
             raise self._blank(ph)
         return text
+
+    def _argument_value(self, ph: Placeholder, where: str) -> Any:
+        fmt = self._format(ph)
+        if ph.name not in self.arguments:
+            raise TemplateError(
+                "unresolved_placeholder",
+                f"the argument {ph.name} is missing",
+                placeholder=ph.raw,
+                parameter=ph.name,
+            )
+        raw = self.arguments[ph.name]
+        if raw is None:
+            raise self._blank(ph)
+        if where in ("path", "query", "header") and fmt != "token":
+            raise TemplateError(
+                "invalid_template", f"{ph.raw}: text parameters may only be used in the body", placeholder=ph.raw
+            )
+        if where == "body_json":
+            return self._argument_json(ph, raw, fmt)
+        text = _scalar_text(raw, what=ph.name, placeholder=ph.raw, parameter=ph.name)
+        text = self._argument_text(ph, text, fmt if where == "body_text" else "token")
+        if where == "header" and not text.isascii():
+            raise TemplateError(
+                "invalid_arguments",
+                f"{ph.name} may only hold ASCII characters here",
+                placeholder=ph.raw,
+                parameter=ph.name,
+            )
+        return text
+
+    def _end_user_raw(self, ph: Placeholder) -> Any:
+        if self.end_user is None:
+            raise TemplateError("verified_user_required", f"{ph.raw} needs a verified end user", placeholder=ph.raw)
+        if not ph.is_trait:
+            return self.end_user.external_id
+        if isinstance(self.end_user.traits, Mapping) and ph.name in self.end_user.traits:
+            return self.end_user.traits[ph.name]
+        raise TemplateError("unresolved_placeholder", f"the end user has no trait {ph.name}", placeholder=ph.raw)
+
+    def _secret_raw(self, ph: Placeholder) -> Any:
+        secret = self.secret_lookup(ph.name)
+        if secret is None:
+            raise TemplateError("unresolved_placeholder", f"the secret {ph.name} does not exist", placeholder=ph.raw)
+        allowed = {h.strip().lower().rstrip(".") for h in secret.allowed_hosts}
+        if self.host not in allowed:
+            raise TemplateError(
+                "secret_host_not_allowed",
+                f"the secret {ph.name} may not be sent to {self.host}",
+                placeholder=ph.raw,
+            )
+        raw = secret.value
+        if isinstance(raw, str) and raw.strip():
+            self.secret_values.append(raw)
+        return raw
 
 
 # --- rendering ---------------------------------------------------------------------------------------------------
@@ -323,16 +328,16 @@ def _is_dot_segment(segment: str) -> bool:
     return segment in (".", "..")
 
 
-def _render_body(node: Any, resolver: _Resolver) -> Any:
+def _render_body_node(node: Any, resolver: _Resolver) -> Any:
     if isinstance(node, dict):
         out: dict[str, Any] = {}
         for key, value in node.items():
             if not isinstance(key, str) or "{{" in key or "}}" in key:
                 raise TemplateError("invalid_template", "body keys are literal: placeholders are not allowed in keys")
-            out[key] = _render_body(value, resolver)
+            out[key] = _render_body_node(value, resolver)
         return out
     if isinstance(node, list):
-        return [_render_body(v, resolver) for v in node]
+        return [_render_body_node(v, resolver) for v in node]
     if isinstance(node, str):
         pieces = _split(node, "body")
         if len(pieces) == 1 and not isinstance(pieces[0], str):
@@ -368,27 +373,33 @@ def _validate_arguments(schema: Any, arguments: Mapping[str, Any]) -> None:
         )
 
 
-def render_request(
-    *,
-    tool: Mapping[str, Any],
-    arguments: Mapping[str, Any],
-    end_user: EndUserIdentity | None,
-    variables: Mapping[str, str],
-    secret_lookup: SecretLookup,
-) -> RenderedRequest:
-    """The request an HTTP tool call makes, or TemplateError. Nothing is sent here."""
-    config = _config(tool)
+def _method(config: Mapping[str, Any]) -> str:
     method = config.get("method")
     if not isinstance(method, str) or method.upper() not in METHODS:
         raise TemplateError("invalid_template", "method must be GET, POST, PUT, PATCH or DELETE")
-    method = method.upper()
+    return method.upper()
+
+
+def _checked_arguments(config: Mapping[str, Any], arguments: Any) -> tuple[Mapping[str, Any], dict[str, Any]]:
+    """The arguments with ASCII digits, validated against the tool's parameters; and the parameters' properties."""
     if not isinstance(arguments, Mapping):
         raise TemplateError("invalid_arguments", "arguments must be an object")
     schema = config.get("parameters") or {"type": "object", "properties": {}}
-    arguments = normalize_arguments(dict(arguments))
-    _validate_arguments(schema, arguments)
+    normalized = normalize_arguments(dict(arguments))
+    _validate_arguments(schema, normalized)
     properties = schema.get("properties") or {}
+    return normalized, properties if isinstance(properties, dict) else {}
 
+
+@dataclass(frozen=True)
+class _Origin:
+    authority: str  # host[:port], literal in the template
+    host: str  # as checked by the outbound client (where secrets may go)
+    rest: str  # the path and query template after the authority, from its "/"
+
+
+def _origin(config: Mapping[str, Any]) -> _Origin:
+    """Seed: the URL must start with a literal `https://host[:port]/`."""
     url_template = config.get("url")
     if not isinstance(url_template, str) or not url_template[:8].lower() == "https://":
         raise TemplateError("invalid_template", "the URL must start with https://")
@@ -398,67 +409,109 @@ def render_request(
         raise TemplateError("invalid_template", "the URL must start with a literal https://host[:port]/")
     authority = rest[:slash]
     try:
-        origin = url_check(f"https://{authority}/")
+        checked = url_check(f"https://{authority}/")
     except EgressError as exc:
         raise TemplateError("invalid_template", f"the URL's host is not allowed: {exc.message}") from exc
+    return _Origin(authority=authority, host=checked.host, rest=rest[slash:])
 
+
+def _render_query(query_template: str, resolver: _Resolver) -> str:
+    query_parts: list[str] = []
+    for pair in query_template.split("&"):
+        key, eq, value_template = pair.partition("=")
+        if "{{" in key or "}}" in key:
+            raise TemplateError("invalid_template", "placeholders may only be query values, not keys")
+        query_parts.append(key + eq + _render_url_part(value_template, resolver, "query"))
+    return "&".join(query_parts)
+
+
+def _render_url(origin: _Origin, resolver: _Resolver) -> str:
+    """Values only in the path (one segment each, no `.` or `..` after substitution) and in query values."""
+    path_template, has_query, query_template = origin.rest.partition("?")
+    if "#" in path_template or "#" in query_template:
+        raise TemplateError("invalid_template", "URL fragments are not allowed")
+    path = _render_url_part(path_template, resolver, "path")
+    if any(_is_dot_segment(segment) for segment in path.split("/")):
+        raise TemplateError("unsafe_path", "after substitution the path may not contain . or .. segments")
+    query = ("?" + _render_query(query_template, resolver)) if has_query else ""
+    return f"https://{origin.authority}{path}{query}"
+
+
+def _render_header(name: Any, template: Any, resolver: _Resolver, earlier: Mapping[str, str]) -> str:
+    if not isinstance(name, str) or not _HEADER_NAME_RE.match(name) or not isinstance(template, str):
+        raise TemplateError("invalid_template", "header names must be tokens and values strings")
+    if is_tenant_forbidden_header(name):
+        raise TemplateError("forbidden_header", f"the {name} header cannot be set by a tool")
+    if name.lower() in (h.lower() for h in earlier):
+        raise TemplateError("invalid_template", f"the {name} header is given twice")
+    value = "".join(
+        piece if isinstance(piece, str) else resolver.value(piece, "header") for piece in _split(template, name)
+    )
+    if not _HEADER_VALUE_RE.match(value):
+        raise TemplateError("invalid_header_value", f"the {name} header value holds characters not allowed there")
+    return value
+
+
+def _render_headers(config: Mapping[str, Any], resolver: _Resolver) -> dict[str, str]:
+    raw_headers = config.get("headers") or {}
+    if not isinstance(raw_headers, Mapping):
+        raise TemplateError("invalid_template", "headers must be an object")
+    headers: dict[str, str] = {}
+    for name, template in raw_headers.items():
+        headers[name] = _render_header(name, template, resolver, headers)
+    return headers
+
+
+def _render_body(config: Mapping[str, Any], method: str, resolver: _Resolver) -> bytes | None:
+    """SPEC §6 "Bodies": a JSON object template, for POST, PUT and PATCH only."""
+    if "body" not in config or config["body"] is None:
+        return None
+    if method not in BODY_METHODS:
+        raise TemplateError("invalid_template", "only POST, PUT and PATCH tools have a body")
+    if not isinstance(config["body"], dict):
+        raise TemplateError("invalid_template", "the body template must be a JSON object")
+    rendered = _render_body_node(config["body"], resolver)
+    return json.dumps(rendered, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _timeout_ms(config: Mapping[str, Any]) -> int:
+    timeout_ms = config.get("timeout_ms", DEFAULT_TIMEOUT_MS)
+    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or not 1 <= timeout_ms <= 15_000:
+        raise TemplateError("invalid_template", "timeout_ms must be an integer from 1 to 15000")
+    return timeout_ms
+
+
+def render_request(
+    *,
+    tool: Mapping[str, Any],
+    arguments: Mapping[str, Any],
+    end_user: EndUserIdentity | None,
+    variables: Mapping[str, str],
+    secret_lookup: SecretLookup,
+) -> RenderedRequest:
+    """The request an HTTP tool call makes, or TemplateError. Nothing is sent here.
+
+    The steps run in a fixed order (method, arguments, origin, URL, headers, body, timeout), so the first problem
+    reported for a given definition and arguments is always the same one.
+    """
+    config = _config(tool)
+    method = _method(config)
+    arguments, properties = _checked_arguments(config, arguments)
+    origin = _origin(config)
     resolver = _Resolver(
-        properties=properties if isinstance(properties, dict) else {},
+        properties=properties,
         arguments=arguments,
         end_user=end_user,
         variables=variables,
         secret_lookup=secret_lookup,
         host=origin.host,
     )
-    path_template, has_query, query_template = rest[slash:].partition("?")
-    if "#" in path_template or "#" in query_template:
-        raise TemplateError("invalid_template", "URL fragments are not allowed")
-    path = _render_url_part(path_template, resolver, "path")
-    if any(_is_dot_segment(segment) for segment in path.split("/")):
-        raise TemplateError("unsafe_path", "after substitution the path may not contain . or .. segments")
-    query_parts: list[str] = []
-    if has_query:
-        for pair in query_template.split("&"):
-            key, eq, value_template = pair.partition("=")
-            if "{{" in key or "}}" in key:
-                raise TemplateError("invalid_template", "placeholders may only be query values, not keys")
-            query_parts.append(key + eq + _render_url_part(value_template, resolver, "query"))
-    url = f"https://{authority}{path}" + (("?" + "&".join(query_parts)) if has_query else "")
-
-    headers: dict[str, str] = {}
-    raw_headers = config.get("headers") or {}
-    if not isinstance(raw_headers, Mapping):
-        raise TemplateError("invalid_template", "headers must be an object")
-    for name, template in raw_headers.items():
-        if not isinstance(name, str) or not _HEADER_NAME_RE.match(name) or not isinstance(template, str):
-            raise TemplateError("invalid_template", "header names must be tokens and values strings")
-        lowered = name.lower()
-        if is_tenant_forbidden_header(name):
-            raise TemplateError("forbidden_header", f"the {name} header cannot be set by a tool")
-        if lowered in (h.lower() for h in headers):
-            raise TemplateError("invalid_template", f"the {name} header is given twice")
-        value = "".join(
-            piece if isinstance(piece, str) else resolver.value(piece, "header") for piece in _split(template, name)
-        )
-        if not _HEADER_VALUE_RE.match(value):
-            raise TemplateError("invalid_header_value", f"the {name} header value holds characters not allowed there")
-        headers[name] = value
-
-    body: bytes | None = None
-    if "body" in config and config["body"] is not None:
-        if method not in BODY_METHODS:
-            raise TemplateError("invalid_template", "only POST, PUT and PATCH tools have a body")
-        if not isinstance(config["body"], dict):
-            raise TemplateError("invalid_template", "the body template must be a JSON object")
-        rendered = _render_body(config["body"], resolver)
-        body = json.dumps(rendered, ensure_ascii=False, separators=(",", ":")).encode()
-        if not any(h.lower() == "content-type" for h in headers):
-            headers["Content-Type"] = "application/json"
-
-    timeout_ms = config.get("timeout_ms", DEFAULT_TIMEOUT_MS)
-    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or not 1 <= timeout_ms <= 15_000:
-        raise TemplateError("invalid_template", "timeout_ms must be an integer from 1 to 15000")
-
+    url = _render_url(origin, resolver)
+    headers = _render_headers(config, resolver)
+    body = _render_body(config, method, resolver)
+    if body is not None and not any(h.lower() == "content-type" for h in headers):
+        headers["Content-Type"] = "application/json"
+    timeout_ms = _timeout_ms(config)
     try:
         target = url_check(url)
     except EgressError as exc:  # the literal parts of the template were not a valid URL
@@ -499,25 +552,3 @@ def render_preview(
         "body": mask_secrets(rendered.body.decode(), secrets) if rendered.body is not None else None,
         "timeout_ms": rendered.timeout_ms,
     }
-
-
-def template_placeholders(tool: Mapping[str, Any]) -> list[Placeholder]:
-    """Every placeholder of a tool's URL, headers and body (for editors and validation)."""
-    config = _config(tool)
-    found: list[Placeholder] = []
-    try:
-        found += parse(str(config.get("url", "")))
-        for value in (config.get("headers") or {}).values():
-            found += parse(str(value))
-        stack = [config.get("body")]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, dict):
-                stack.extend(node.values())
-            elif isinstance(node, list):
-                stack.extend(node)
-            elif isinstance(node, str):
-                found += parse(node)
-    except PlaceholderError as exc:
-        raise TemplateError("invalid_template", exc.message) from exc
-    return found

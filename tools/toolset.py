@@ -3,14 +3,85 @@
 Seed, "Effects and when tools are available": action tools are removed for one-shot calls without
 `allow_actions: true`, for unverified end users while `tools.allow_anonymous_actions` is off, and while the agent's
 `actions_paused` is on; escalation tools never. Client tools are not offered on `store: false`.
+
+A tool set travels as `ToolSpec`s (the policy check, the executors, the engine); it is stored as JSON in
+`Segment.tool_set` and `Run.tool_set` (and compared there: a sandbox segment ends when the draft's tool set changes),
+so `ToolSpec.to_dict`/`from_dict` at that boundary keep the stored shape exactly as it always was.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from tools import builtins
+from tools.builtins import Effect
+
+EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+class ToolKind(StrEnum):
+    BUILTIN = "builtin"  # runs inside K-Agent (runs/builtin_tools.py)
+    HTTP = "http"  # K-Agent calls the business's endpoint (tools/http_call.py)
+    CLIENT = "client"  # the business's app runs it; the run pauses for its output
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One offered tool, as the model is shown it and as the policy check and the executors need it."""
+
+    name: str
+    kind: ToolKind
+    effect: Effect
+    description: str  # with the grant's rules under "This company's rules for this action"
+    parameters: dict[str, Any]  # the JSON Schema of the arguments
+    requires_verified_user: bool = False
+    version: str | None = None  # built-ins: the version of their model-facing text
+    definition: dict[str, Any] | None = None  # HTTP tools: the definition to call (as published)
+
+    @property
+    def builtin(self) -> builtins.BuiltinTool | None:
+        """The built-in this spec offers (its own declarations: sessions only, business hours, limits…)."""
+        return builtins.get(self.name) if self.kind == ToolKind.BUILTIN else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored JSON, key for key as the tool set has always been stored."""
+        data: dict[str, Any] = {"name": self.name, "kind": str(self.kind), "effect": str(self.effect)}
+        if self.version is not None:
+            data["version"] = self.version
+        data.update(
+            description=self.description,
+            parameters=self.parameters,
+            requires_verified_user=self.requires_verified_user,
+        )
+        if self.definition is not None:
+            data["definition"] = self.definition
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolSpec:
+        return cls(
+            name=data["name"],
+            kind=ToolKind(data["kind"]),
+            effect=Effect(data["effect"]),
+            description=data["description"],
+            parameters=data["parameters"],
+            requires_verified_user=bool(data.get("requires_verified_user")),
+            version=data.get("version"),
+            definition=data.get("definition"),
+        )
+
+
+def tool_set_json(tool_set: Iterable[ToolSpec]) -> list[dict[str, Any]]:
+    """A tool set as stored in `Segment.tool_set` and `Run.tool_set`."""
+    return [spec.to_dict() for spec in tool_set]
+
+
+def tool_set_from_json(stored: Iterable[Mapping[str, Any]]) -> tuple[ToolSpec, ...]:
+    """A stored tool set, typed again."""
+    return tuple(ToolSpec.from_dict(item) for item in stored)
 
 
 @dataclass(frozen=True)
@@ -34,17 +105,8 @@ def actions_gated(config: dict[str, Any], facts: ToolSetFacts) -> str | None:
     return None
 
 
-def tool_set_build(
-    *, config: dict[str, Any], http_tools: dict[str, dict[str, Any]], facts: ToolSetFacts
-) -> list[dict[str, Any]]:
-    """The offered tools as JSON-ready specs: name, kind, effect, description (with the grant's rules),
-    parameters, requires_verified_user, and for HTTP tools the definition to call."""
-    tools_config = config["tools"]
-    if not tools_config.get("enabled", True):
-        return []
-    gated = actions_gated(config, facts)
-    specs: list[dict[str, Any]] = []
-
+def _builtin_specs(tools_config: dict[str, Any], facts: ToolSetFacts, gated: str | None) -> list[ToolSpec]:
+    specs = []
     for tool in builtins.all_builtins():
         grant = tools_config.get("builtin", {}).get(tool.name, {})
         if not grant.get("enabled", tool.default_enabled):
@@ -53,60 +115,79 @@ def tool_set_build(
             continue
         if tool.requires_searchable_knowledge and not facts.has_searchable_knowledge:
             continue
-        if tool.effect == builtins.Effect.ACTION and gated:
+        if tool.effect == Effect.ACTION and gated:
             continue
         specs.append(
-            {
-                "name": tool.name,
-                "kind": "builtin",
-                "effect": str(tool.effect),
-                "version": tool.version,
-                "description": builtins.model_description(tool, grant.get("rules")),
-                "parameters": tool.parameters,
-                "requires_verified_user": False,
-            }
+            ToolSpec(
+                name=tool.name,
+                kind=ToolKind.BUILTIN,
+                effect=tool.effect,
+                version=tool.version,
+                description=builtins.model_description(tool, grant.get("rules")),
+                parameters=tool.parameters,
+            )
         )
+    return specs
 
+
+def _http_specs(
+    tools_config: dict[str, Any], http_tools: dict[str, dict[str, Any]], gated: str | None
+) -> list[ToolSpec]:
+    specs = []
     for grant in tools_config.get("http", []):
         if not grant.get("enabled", True):
             continue
         definition = http_tools.get(grant["tool"])
         if definition is None:
             continue  # a draft may grant a tool that doesn't exist yet; publishing refuses that
-        if definition["effect"] == "action" and gated:
+        if definition["effect"] == Effect.ACTION and gated:
             continue
         specs.append(
-            {
-                "name": definition["name"],
-                "kind": "http",
-                "effect": definition["effect"],
-                "description": builtins.with_rules(definition["description"], grant.get("rules")),
-                "parameters": definition["config"].get("parameters")
-                or {"type": "object", "properties": {}, "additionalProperties": False},
-                "requires_verified_user": bool(definition.get("requires_verified_user")),
-                "definition": definition,
-            }
-        )
-
-    if facts.store:
-        for client in tools_config.get("client", []):
-            effect = client.get("effect", "action")
-            if effect == "action" and gated:
-                continue
-            specs.append(
-                {
-                    "name": client["name"],
-                    "kind": "client",
-                    "effect": effect,
-                    "description": builtins.with_rules(client["description"], client.get("rules")),
-                    "parameters": client.get("parameters")
-                    or {"type": "object", "properties": {}, "additionalProperties": False},
-                    "requires_verified_user": False,
-                }
+            ToolSpec(
+                name=definition["name"],
+                kind=ToolKind.HTTP,
+                effect=Effect(definition["effect"]),
+                description=builtins.with_rules(definition["description"], grant.get("rules")),
+                parameters=definition["config"].get("parameters") or dict(EMPTY_PARAMETERS),
+                requires_verified_user=bool(definition.get("requires_verified_user")),
+                definition=definition,
             )
-    return sorted(specs, key=lambda spec: spec["name"])
+        )
+    return specs
+
+
+def _client_specs(tools_config: dict[str, Any], gated: str | None) -> list[ToolSpec]:
+    specs = []
+    for client in tools_config.get("client", []):
+        effect = Effect(client.get("effect", "action"))
+        if effect == Effect.ACTION and gated:
+            continue
+        specs.append(
+            ToolSpec(
+                name=client["name"],
+                kind=ToolKind.CLIENT,
+                effect=effect,
+                description=builtins.with_rules(client["description"], client.get("rules")),
+                parameters=client.get("parameters") or dict(EMPTY_PARAMETERS),
+            )
+        )
+    return specs
+
+
+def tool_set_build(
+    *, config: dict[str, Any], http_tools: dict[str, dict[str, Any]], facts: ToolSetFacts
+) -> tuple[ToolSpec, ...]:
+    """The offered tools, sorted by name. Store them with `tool_set_json`."""
+    tools_config = config["tools"]
+    if not tools_config.get("enabled", True):
+        return ()
+    gated = actions_gated(config, facts)
+    specs = _builtin_specs(tools_config, facts, gated) + _http_specs(tools_config, http_tools, gated)
+    if facts.store:
+        specs += _client_specs(tools_config, gated)
+    return tuple(sorted(specs, key=lambda spec: spec.name))
 
 
 def without_client_tools(tool_set: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A segment's tool set for a `store: false` run: client tools are not offered there."""
-    return [spec for spec in tool_set if spec["kind"] != "client"]
+    """A segment's stored tool set for a `store: false` run: client tools are not offered there."""
+    return [spec for spec in tool_set if spec["kind"] != ToolKind.CLIENT]

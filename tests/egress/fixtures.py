@@ -79,6 +79,8 @@ def _internal_server(cert_dir: Path) -> Iterator[Upstream | None]:
 @pytest.fixture
 def upstream(_upstream_server: Upstream) -> Iterator[Upstream]:
     _upstream_server.reset()
+    # A run test verifies with its project's signing secrets (tests/runs/test_http_tools.py): back to the rotation.
+    _upstream_server.secrets = [SIGNING_SECRET_NEW, SIGNING_SECRET_OLD]
     yield _upstream_server
     _upstream_server.reset()
 

@@ -1,5 +1,6 @@
 """One test per policy code (seed, "The policy check"), through the engine: the model gets
-{"ok": false, "error": {"code", "guidance"}} and nothing runs."""
+{"ok": false, "error": {"code", "guidance"}} and nothing runs. The check as a pure function is tested in
+tests/tools/test_policy.py."""
 
 from __future__ import annotations
 
@@ -71,37 +72,6 @@ def test_invalid_arguments(h, arguments):
     assert refusals(h, run["id"]) == [("transfer_to_human", "invalid_arguments")]
     assert model_saw(h, "bad-args")[0]["error"]["guidance"]
     assert not Handoff.objects.exists()
-
-
-def test_verified_user_required_for_a_client_tool_flagged_so(h):
-    # The only tools that need a verified user are HTTP tools (tests/runs/test_http_tools.py covers those too).
-    from tools.policy import PolicyContext, policy_check
-
-    spec = {
-        "name": "order_status",
-        "kind": "http",
-        "effect": "read",
-        "requires_verified_user": True,
-        "parameters": {"type": "object", "properties": {"n": {"type": "string"}}, "additionalProperties": False},
-        "description": "x",
-    }
-    ctx = PolicyContext(
-        tools_enabled=True,
-        tool_set=(spec,),
-        verified=False,
-        has_session=True,
-        actions_paused=lambda: False,
-        business_hours=None,
-        now=timezone.now(),
-        round=1,
-        max_rounds=3,
-        index_in_round=0,
-        cancelled=False,
-        succeeded=frozenset(),
-    )
-    decision = policy_check(ctx, "order_status", '{"n": "8812"}')
-    assert (decision.allowed, decision.code) == (False, "verified_user_required")
-    assert "sign in" in decision.guidance
 
 
 def test_outside_business_hours(h):
@@ -246,41 +216,3 @@ def test_round_budget_exhausted_and_too_many_calls(h):
     assert codes == [None] * 5 + ["too_many_calls"]
     assert Handoff.objects.count() == 5
     assert ToolCall.objects.filter(policy_code="too_many_calls", status="refused").count() == 1
-
-
-def test_a_catastrophic_tenant_pattern_cannot_hold_the_worker():
-    import time
-
-    from tools.policy import PolicyContext, policy_check
-
-    spec = {
-        "name": "lookup",
-        "kind": "client",
-        "effect": "read",
-        "requires_verified_user": False,
-        "description": "x",
-        "parameters": {
-            "type": "object",
-            "properties": {"code": {"type": "string", "pattern": "^(a+)+$"}},
-            "additionalProperties": False,
-        },
-    }
-    ctx = PolicyContext(
-        tools_enabled=True,
-        tool_set=(spec,),
-        verified=False,
-        has_session=True,
-        actions_paused=lambda: False,
-        business_hours=None,
-        now=timezone.now(),
-        round=1,
-        max_rounds=3,
-        index_in_round=0,
-        cancelled=False,
-        succeeded=frozenset(),
-    )
-    started = time.monotonic()
-    decision = policy_check(ctx, "lookup", json.dumps({"code": "a" * 40 + "!"}))
-    assert time.monotonic() - started < 2
-    assert decision.code == "invalid_arguments"
-    assert policy_check(ctx, "lookup", json.dumps({"code": "aaa"})).allowed
