@@ -158,7 +158,7 @@ def validate_config(config: Any) -> dict[str, Any]:
     if errors:
         raise Unprocessable("invalid_config", f"{errors[0]['path']}: {errors[0]['message']}", details=errors)
 
-    out = merge_patch(DEFAULT_CONFIG, config)
+    out: dict[str, Any] = merge_patch(DEFAULT_CONFIG, config)
     tools = out["tools"]
     for index, client in enumerate(tools["client"]):
         client.setdefault("effect", "action")  # seed: a client tool's effect defaults to action

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from agents.models import Agent, AgentVersion, KnowledgeSource
 from kagent.errors import NotFound
@@ -38,3 +38,10 @@ def knowledge_source_get(*, project: Project, source_id: str) -> KnowledgeSource
     if source is None:
         raise NotFound("No knowledge source with that id in this project.")
     return source
+
+
+def searchable_sources(*, project_id: str, agent_id: str) -> QuerySet[KnowledgeSource]:
+    """What `search_knowledge` searches for an agent: its own searchable sources and the project's shared ones."""
+    return KnowledgeSource.objects.filter(project_id=project_id, searchable=True).filter(
+        Q(agent_id=agent_id) | Q(agent__isnull=True)
+    )

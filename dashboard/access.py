@@ -4,16 +4,34 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django_htmx.middleware import HtmxDetails
 
+from kagent.models import Membership, Project, User
 from kagent.selectors import membership_for_project, project_list_for_user
 
 SESSION_KEY = "kagent_project_id"
+
+
+class MemberRequest(HttpRequest):
+    """What a view behind `project_required` receives: a signed-in member working on one of their projects."""
+
+    user: User  # narrowed from User | AnonymousUser by login_required
+    project: Project
+    membership: Membership
+    htmx: HtmxDetails  # django-htmx's middleware
+
+
+def signed_in_user(request: HttpRequest) -> User:
+    """The member behind a request that passed login_required."""
+    assert isinstance(request.user, User)
+    return request.user
+
 
 View = Callable[..., HttpResponse]
 
@@ -24,25 +42,27 @@ def project_required(view: View) -> View:
     @login_required
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        user = signed_in_user(request)
         project_id = request.session.get(SESSION_KEY)
-        membership = membership_for_project(user=request.user, project_id=project_id) if project_id else None
+        membership = membership_for_project(user=user, project_id=project_id) if project_id else None
         if membership is None:
-            projects = list(project_list_for_user(user=request.user)[:2])
+            projects = list(project_list_for_user(user=user)[:2])
             if len(projects) == 1:
                 # One project: no need to ask.
                 request.session[SESSION_KEY] = projects[0].id
-                membership = membership_for_project(user=request.user, project_id=projects[0].id)
+                membership = membership_for_project(user=user, project_id=projects[0].id)
             else:
                 return redirect("dashboard:projects")
         assert membership is not None
-        request.membership = membership  # type: ignore[attr-defined]
-        request.project = membership.organization.projects.get(pk=request.session[SESSION_KEY])  # type: ignore[attr-defined]
-        return view(request, *args, **kwargs)
+        member = cast(MemberRequest, request)
+        member.membership = membership
+        member.project = membership.organization.projects.get(pk=request.session[SESSION_KEY])
+        return view(member, *args, **kwargs)
 
     return wrapper
 
 
 def manager_required(request: HttpRequest) -> None:
     """Owners and admins change settings; members look."""
-    if not request.membership.can_manage:  # type: ignore[attr-defined]
+    if not cast(MemberRequest, request).membership.can_manage:
         raise PermissionDenied("Only owners and admins can do this.")

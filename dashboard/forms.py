@@ -13,7 +13,7 @@ class EmailLoginForm(AuthenticationForm):
 
     def clean_username(self) -> str:
         # Emails are stored lowercased (UserManager.create_user); "Alice@Example.com" is the same user.
-        return self.cleaned_data["username"].strip().lower()
+        return str(self.cleaned_data["username"]).strip().lower()
 
 
 class ApiKeyCreateForm(forms.Form):

@@ -11,7 +11,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agents.selectors import agent_list as agents_of_project
-from dashboard.access import SESSION_KEY, manager_required, project_required
+from dashboard.access import SESSION_KEY, MemberRequest, manager_required, project_required, signed_in_user
 from dashboard.forms import ApiKeyCreateForm, EmailLoginForm
 from kagent import services
 from kagent.errors import NotFound
@@ -39,14 +39,14 @@ def logout_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def project_picker(request: HttpRequest) -> HttpResponse:
-    projects = project_list_for_user(user=request.user)
+    projects = project_list_for_user(user=signed_in_user(request))
     return render(request, "dashboard/projects.html", {"projects": projects})
 
 
 @login_required
 @require_POST
 def project_select(request: HttpRequest, project_id: str) -> HttpResponse:
-    if membership_for_project(user=request.user, project_id=project_id) is None:
+    if membership_for_project(user=signed_in_user(request), project_id=project_id) is None:
         raise Http404("No such project.")
     request.session[SESSION_KEY] = project_id
     return redirect("dashboard:agents")
@@ -54,8 +54,8 @@ def project_select(request: HttpRequest, project_id: str) -> HttpResponse:
 
 @project_required
 @require_GET
-def agent_list(request: HttpRequest) -> HttpResponse:
-    agents = agents_of_project(project=request.project).order_by("name")  # type: ignore[attr-defined]
+def agent_list(request: MemberRequest) -> HttpResponse:
+    agents = agents_of_project(project=request.project).order_by("name")
     return render(request, "dashboard/agents.html", {"agents": agents})
 
 
@@ -68,20 +68,20 @@ def settings_home(request: HttpRequest) -> HttpResponse:
 @never_cache
 @project_required
 @require_http_methods(["GET", "POST"])
-def api_keys(request: HttpRequest) -> HttpResponse:
+def api_keys(request: MemberRequest) -> HttpResponse:
     created_key = None
     form = ApiKeyCreateForm(request.POST if request.method == "POST" else None)
     if request.method == "POST":
         manager_required(request)
         if form.is_valid():
             _, created_key = services.api_key_create(
-                project=request.project,  # type: ignore[attr-defined]
+                project=request.project,
                 kind=form.cleaned_data["kind"],
                 name=form.cleaned_data["name"],
             )
             form = ApiKeyCreateForm()
     context = {
-        "keys": api_key_list(project=request.project),  # type: ignore[attr-defined]
+        "keys": api_key_list(project=request.project),
         "form": form,
         "created_key": created_key,
     }
@@ -90,12 +90,12 @@ def api_keys(request: HttpRequest) -> HttpResponse:
 
 @project_required
 @require_POST
-def api_key_revoke(request: HttpRequest, key_id: str) -> HttpResponse:
+def api_key_revoke(request: MemberRequest, key_id: str) -> HttpResponse:
     manager_required(request)
     try:
-        key = services.api_key_revoke(project=request.project, key_id=key_id)  # type: ignore[attr-defined]
+        key = services.api_key_revoke(project=request.project, key_id=key_id)
     except NotFound:
         raise Http404("No such API key.") from None
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return render(request, "dashboard/_api_key_row.html", {"key": key})
     return redirect("dashboard:api-keys")

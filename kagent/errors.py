@@ -114,12 +114,13 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
             exc.default_code,
         ):
             code = str(custom_code)
-        message = str(detail) if not isinstance(detail, (dict, list)) else exc.default_detail
+        message = str(detail) if not isinstance(detail, (dict, list)) else str(exc.default_detail)
         details = None
         if isinstance(exc, drf.NotAuthenticated):
             headers["WWW-Authenticate"] = 'Bearer realm="api"'
-        if isinstance(exc, drf.Throttled) and exc.wait is not None:
-            headers["Retry-After"] = str(int(exc.wait))
+        wait = getattr(exc, "wait", None)  # drf.Throttled's, not in its stubs
+        if isinstance(exc, drf.Throttled) and wait is not None:
+            headers["Retry-After"] = str(int(wait))
     else:
         logger.exception("unhandled error in %s", context.get("view").__class__.__name__)
         status, code, message, details = 500, "internal_error", "Something went wrong on our side.", None

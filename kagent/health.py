@@ -17,7 +17,7 @@ def _database_ok() -> bool:
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
-            return cursor.fetchone() == (1,)
+            return bool(cursor.fetchone() == (1,))
     except Exception:
         logger.warning("health: database check failed", exc_info=True)
         return False

@@ -94,7 +94,7 @@ def secret_resolve(*, project_id: str, name: str) -> SecretValue | None:
     secret = Secret.objects.filter(project_id=project_id, name=name).first()
     if secret is None:
         return None
-    value = crypto.decrypt(secret.ciphertext, binding=Secret.binding(project_id, name))
+    value = crypto.decrypt(bytes(secret.ciphertext), binding=Secret.binding(project_id, name))
     return SecretValue(value=value, allowed_hosts=tuple(secret.allowed_hosts))
 
 
@@ -118,7 +118,7 @@ def _valid_signing_rows(project: Project, purpose: str) -> QuerySet[SigningSecre
 
 
 def _decrypt_row(row: SigningSecret) -> str:
-    return crypto.decrypt(row.ciphertext, binding=row.binding())
+    return crypto.decrypt(bytes(row.ciphertext), binding=row.binding())
 
 
 def signing_secret_current(*, project: Project, purpose: str) -> tuple[str, SigningSecret]:

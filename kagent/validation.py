@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -18,10 +19,9 @@ def make_validator(schema: dict[str, Any]) -> Draft202012Validator:
 def short_message(error: ValidationError) -> str:
     # jsonschema's messages repeat the offending value; keep them short so a huge value isn't echoed back.
     if error.validator == "additionalProperties":
+        schema = error.schema if isinstance(error.schema, Mapping) else {}
         extra = (
-            sorted(set(error.instance) - set(error.schema.get("properties", {})))
-            if isinstance(error.instance, dict)
-            else []
+            sorted(set(error.instance) - set(schema.get("properties", {}))) if isinstance(error.instance, dict) else []
         )
         return f"unknown field(s): {', '.join(map(str, extra))[:MAX_MESSAGE]}"
     if error.validator in ("maxLength", "minLength"):
@@ -29,7 +29,8 @@ def short_message(error: ValidationError) -> str:
     if error.validator in ("maximum", "minimum"):
         return f"must be {'at most' if error.validator == 'maximum' else 'at least'} {error.validator_value}"
     if error.validator == "enum":
-        return f"must be one of {', '.join(map(str, error.validator_value))}"
+        allowed = error.validator_value if isinstance(error.validator_value, list) else []
+        return f"must be one of {', '.join(map(str, allowed))}"
     if error.validator == "type":
         return f"must be of type {error.validator_value}"
     if error.validator == "pattern":

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from agents.models import KnowledgeSource
+from agents.selectors import searchable_sources
 from runs.models import Handoff, Run, Ticket, TicketCounter, ToolCall
 from tools.arabic import normalize_arabic
 from tools.shaping import DATA_NOTICE, clean_value
@@ -72,12 +72,6 @@ def _flag_conversation(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[s
         flagged=True, flag_reason=args["reason"], flag_urgency=args.get("urgency", "normal"), flagged_at=timezone.now()
     )
     return {"ok": True, "flagged": True, "message": "The conversation is flagged for the team to review."}
-
-
-def searchable_sources(*, project_id: str, agent_id: str) -> Any:
-    return KnowledgeSource.objects.filter(project_id=project_id, searchable=True).filter(
-        Q(agent_id=agent_id) | Q(agent__isnull=True)
-    )
 
 
 def _search_knowledge(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[str, Any]:

@@ -26,10 +26,11 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agents.models import Agent
+from agents.selectors import searchable_sources
 from kagent.models import SigningSecret
 from kagent.secrets import secret_resolve, signing_secrets_valid
-from runs import providers, truth
-from runs.builtin_tools import builtin_execute, searchable_sources
+from runs import providers, transitions, truth
+from runs.builtin_tools import builtin_execute
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
 from runs.models import Handoff, Run, RunStep, Ticket, ToolCall
 from runs.models import Message as ChatMessage
@@ -42,6 +43,7 @@ from tools.toolset import ToolSpec, tool_set_from_json
 logger = logging.getLogger(__name__)
 
 TOOL_OUTPUTS_TTL = timedelta(minutes=10)
+NOT_CANCELLED = {"cancel_requested": False}
 MAX_CLAIMS = 5
 OPEN_CALLS = (ToolCall.Status.PENDING, ToolCall.Status.AWAITING_OUTPUT, ToolCall.Status.RUNNING)
 FINAL_CALLS = (ToolCall.Status.SUCCEEDED, ToolCall.Status.FAILED, ToolCall.Status.REFUSED, ToolCall.Status.CANCELLED)
@@ -86,8 +88,9 @@ class RunStopped(Exception):
 def run_execute(run_id: str) -> None:
     """Claim a queued run (exactly one worker wins) and advance it as far as it goes."""
     now = timezone.now()
-    claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-        status=Run.Status.IN_PROGRESS,
+    claimed = transitions.transition(
+        run_id,
+        transitions.CLAIM,
         started_at=Coalesce(F("started_at"), now),
         lease_expires_at=now + lease(),
         claims=F("claims") + 1,
@@ -95,13 +98,7 @@ def run_execute(run_id: str) -> None:
     if not claimed:
         return
     run = Run.objects.select_related("end_user", "project").get(pk=run_id)
-    engine = Engine(run)
-    if run.claims > MAX_CLAIMS:
-        # A run that took its worker down this many times would take the next one down too.
-        logger.error("run %s: claimed %s times without finishing; failing it", run_id, run.claims)
-        engine._fail("internal_error", "This run could not be completed; it was stopped after repeated failures.")
-        return
-    engine.advance()
+    Engine(run).advance()
 
 
 class Engine:
@@ -121,15 +118,13 @@ class Engine:
 
     # --- ownership --------------------------------------------------------------------------------------------
 
-    def _owned(self) -> Any:
-        return Run.objects.filter(pk=self.run.pk, status=Run.Status.IN_PROGRESS, claims=self.claim)
-
     def fence(self, **updates: Any) -> None:
         """Writes `updates` to the run only while this worker still owns it, extending the lease and noticing a
         cancel in the same statement. Raises RunStopped when another worker has the run (or it ended)."""
         updates["lease_expires_at"] = timezone.now() + lease()
-        if not self._owned().filter(cancel_requested=False).update(**updates):
-            if not self._owned().update(**updates):
+        run_id = self.run.pk
+        if not transitions.update_held(run_id, held_by=self.claim, where=NOT_CANCELLED, **updates):
+            if not transitions.update_held(run_id, held_by=self.claim, **updates):
                 raise RunStopped
             self.cancelled = True
         self.fresh = True
@@ -148,7 +143,9 @@ class Engine:
         def renew() -> None:
             try:
                 while not stop.wait(period):
-                    if not self._owned().update(lease_expires_at=timezone.now() + lease()):
+                    if not transitions.update_held(
+                        self.run.pk, held_by=self.claim, lease_expires_at=timezone.now() + lease()
+                    ):
                         return
             finally:
                 connections.close_all()
@@ -164,6 +161,11 @@ class Engine:
     # --- the loop ---------------------------------------------------------------------------------------------
 
     def advance(self) -> None:
+        if self.claim > MAX_CLAIMS:
+            # A run that took its worker down this many times would take the next one down too.
+            logger.error("run %s: claimed %s times without finishing; failing it", self.run.pk, self.claim)
+            self._fail("internal_error", "This run could not be completed; it was stopped after repeated failures.")
+            return
         try:
             self._loop()
         except RunStopped:
@@ -417,6 +419,7 @@ class Engine:
         if not decision.allowed:
             self._record(call, ToolCall.Status.REFUSED, decision.model_result(), fields)
             return
+        assert spec is not None  # an allowed call is always of a tool in the tool set
         kind, effect = spec.kind, spec.effect
         simulate = self.run.sandbox and effect == "action" and not self.run.run_real_actions
         if simulate:
@@ -445,6 +448,7 @@ class Engine:
         if self._signing is None:
             self._signing = signing_secrets_valid(project=self.run.project, purpose=SigningSecret.Purpose.TOOL_SIGNING)
         end_user = self.run.end_user
+        assert spec.definition is not None  # every HTTP tool spec carries the definition it calls
         outcome = http_tool_call(
             project_id=self.run.project_id,
             tool=spec.definition,
@@ -516,17 +520,18 @@ class Engine:
                 RunStep.objects.bulk_create([step, notice])
             return False
         now = timezone.now()
-        output = {"text": text, "unverified_claims": claims}
-        final = {
-            "status": Run.Status.COMPLETED,
-            "output": output,
-            "completed_at": now,
-            "lease_expires_at": None,
-            "transcript": self._transcript_json() + [Message(role="assistant", content=text).to_dict()],
-            "usage": self.run.usage,
-        }
         with transaction.atomic():
-            if not self._owned().filter(cancel_requested=False).update(**final):
+            if not transitions.transition(
+                self.run.pk,
+                transitions.COMPLETE,
+                held_by=self.claim,
+                where=NOT_CANCELLED,
+                output={"text": text, "unverified_claims": claims},
+                completed_at=now,
+                lease_expires_at=None,
+                transcript=self._transcript_json() + [Message(role="assistant", content=text).to_dict()],
+                usage=self.run.usage,
+            ):
                 self._stopped_before_finishing()
                 return True
             step.save(force_insert=True)
@@ -543,7 +548,7 @@ class Engine:
 
     def _stopped_before_finishing(self) -> None:
         """The final write missed: a cancel arrived (finish as cancelled) or the run is no longer ours."""
-        if not self._owned().exists():
+        if not transitions.is_held(self.run.pk, held_by=self.claim):
             raise RunStopped
         self._finish_cancelled()
 
@@ -554,31 +559,32 @@ class Engine:
             "expires_at": int(expires.timestamp()),
             "tool_calls": [{"call_id": c.pk, "name": c.name, "arguments": c.arguments or {}} for c in awaiting],
         }
-        if (
-            not self._owned()
-            .filter(cancel_requested=False)
-            .update(
-                status=Run.Status.REQUIRES_ACTION,
-                required_action=required,
-                expires_at=expires,
-                lease_expires_at=None,
-                transcript=self._transcript_json(),
-                usage=self.run.usage,
-            )
+        if not transitions.transition(
+            self.run.pk,
+            transitions.PAUSE,
+            held_by=self.claim,
+            where=NOT_CANCELLED,
+            required_action=required,
+            expires_at=expires,
+            lease_expires_at=None,
+            transcript=self._transcript_json(),
+            usage=self.run.usage,
         ):
             self._stopped_before_finishing()
 
     def _finish_cancelled(self) -> None:
-        self._end(status=Run.Status.CANCELLED)
+        self._end(transitions.STOP)
 
     def _fail(self, code: str, message: str) -> None:
-        self._end(status=Run.Status.FAILED, last_error={"code": code, "message": message}, usage=self.run.usage)
+        self._end(transitions.FAIL, last_error={"code": code, "message": message}, usage=self.run.usage)
 
-    def _end(self, **fields: Any) -> None:
+    def _end(self, move: transitions.Move, **fields: Any) -> None:
         """A terminal state, written only while this worker owns the run; then its open calls are closed."""
         now = timezone.now()
         with transaction.atomic():
-            if not self._owned().update(completed_at=now, lease_expires_at=None, **fields):
+            if not transitions.transition(
+                self.run.pk, move, held_by=self.claim, completed_at=now, lease_expires_at=None, **fields
+            ):
                 return  # someone else has the run now, or it already ended: leave its calls alone
             ToolCall.objects.filter(run=self.run, status__in=OPEN_CALLS).update(
                 status=ToolCall.Status.CANCELLED, finished_at=now

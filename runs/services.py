@@ -14,11 +14,11 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents.models import Agent, AgentVersion
-from agents.selectors import agent_get
+from agents.selectors import agent_get, searchable_sources
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
 from kagent.inputs import UNSET, is_set
 from kagent.models import ApiKey, Project
-from runs.builtin_tools import searchable_sources
+from runs import transitions
 from runs.engine import client_output_shown
 from runs.identity import EndUserClaim, Identity, identity_resolve
 from runs.llm import Message
@@ -89,7 +89,7 @@ def _history(session: Session) -> list[Message]:
         .order_by("-created_at", "-id")
         .values("role", "content")[:HISTORY_MESSAGES]
     )
-    return [Message(role=row["role"], content=row["content"]) for row in reversed(rows)]
+    return [Message.from_dict(dict(row)) for row in reversed(rows)]
 
 
 def _segment_for(
@@ -290,9 +290,10 @@ def run_cancel(*, run: Run, reason: str = "requested") -> Run:
     now = timezone.now()
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
-        if locked.status in (Run.Status.QUEUED, Run.Status.REQUIRES_ACTION):
-            Run.objects.filter(pk=run.pk).update(
-                status=Run.Status.CANCELLED,
+        if locked.status in transitions.CANCEL.sources:
+            transitions.transition(
+                run.pk,
+                transitions.CANCEL,
                 cancellation_reason=reason,
                 cancel_requested=True,
                 completed_at=now,
@@ -303,6 +304,7 @@ def run_cancel(*, run: Run, reason: str = "requested") -> Run:
                 run=run, status__in=[ToolCall.Status.PENDING, ToolCall.Status.AWAITING_OUTPUT]
             ).update(status=ToolCall.Status.CANCELLED, finished_at=now)
         elif locked.status == Run.Status.IN_PROGRESS:
+            # Its worker stops at its next step (every fenced write notices) and ends it as cancelled.
             Run.objects.filter(pk=run.pk).update(cancel_requested=True, cancellation_reason=reason)
         else:
             raise Conflict(
@@ -362,9 +364,7 @@ def run_submit_tool_outputs(*, run: Run, tool_outputs: list[ToolOutput]) -> Run:
             ToolCall.objects.filter(pk=call.pk).update(
                 status=ToolCall.Status.FAILED if is_error else ToolCall.Status.SUCCEEDED, result=shown, finished_at=now
             )
-        Run.objects.filter(pk=locked.pk).update(
-            status=Run.Status.QUEUED, required_action=None, expires_at=None, queued_at=now
-        )
+        transitions.transition(locked.pk, transitions.RESUME, required_action=None, expires_at=None, queued_at=now)
         enqueue_run(locked.pk)
     run.refresh_from_db()
     return run
@@ -374,8 +374,10 @@ def run_expire_if_due(*, run: Run) -> bool:
     """A paused run whose outputs didn't come within 10 minutes fails with tool_outputs_expired."""
     now = timezone.now()
     with transaction.atomic():
-        expired = Run.objects.filter(pk=run.pk, status=Run.Status.REQUIRES_ACTION, expires_at__lte=now).update(
-            status=Run.Status.FAILED,
+        expired = transitions.transition(
+            run.pk,
+            transitions.EXPIRE,
+            where={"expires_at__lte": now},
             last_error={"code": "tool_outputs_expired", "message": "No tool outputs arrived within 10 minutes."},
             completed_at=now,
             required_action=None,
@@ -416,8 +418,13 @@ def run_sweep() -> dict[str, int]:
     for run_id, claims in Run.objects.filter(status=Run.Status.IN_PROGRESS, lease_expires_at__lt=now).values_list(
         "pk", "claims"
     )[:500]:
-        if Run.objects.filter(pk=run_id, status=Run.Status.IN_PROGRESS, claims=claims, lease_expires_at__lt=now).update(
-            status=Run.Status.QUEUED, queued_at=now, lease_expires_at=None
+        if transitions.transition(
+            run_id,
+            transitions.REQUEUE,
+            held_by=claims,
+            where={"lease_expires_at__lt": now},
+            queued_at=now,
+            lease_expires_at=None,
         ):
             logger.warning("run %s: lease expired (worker lost); re-queued", run_id)
             send_run(run_id)

@@ -30,4 +30,7 @@ def _bounded_pattern(validator: Any, pattern: str, instance: Any, schema: Any) -
         yield ValidationError(f"{instance[:60]!r} does not match {pattern[:60]!r}")
 
 
-StrictValidator: Any = validators.extend(Draft202012Validator, {"pattern": _bounded_pattern})
+# jsonschema's `extend` has no annotations in its stubs.
+StrictValidator: Any = validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator, {"pattern": _bounded_pattern}
+)

@@ -12,7 +12,7 @@ import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from kagent.signing import SigningError, webhook_headers
-from tests.egress.fixtures import SIGNING_SECRET_NEW, SIGNING_SECRET_OLD
+from tests.plugins.egress import SIGNING_SECRET_NEW, SIGNING_SECRET_OLD
 
 
 def independent_verify(secret: str, headers: dict[str, str], body: bytes) -> bool:

@@ -10,7 +10,7 @@ import pytest
 
 from fakes.upstream import Upstream
 from kagent.models import EgressEvent
-from tests.egress.fixtures import SIGNING_SECRET_NEW, SIGNING_SECRET_OLD
+from tests.plugins.egress import SIGNING_SECRET_NEW, SIGNING_SECRET_OLD
 from tools.http_call import http_tool_call
 from tools.shaping import FAILURE_GUIDANCE
 from tools.templating import EndUserIdentity, SecretValue

@@ -1,5 +1,5 @@
 """`client` here is the hardened outbound client (elsewhere it is Django's test client). The servers and settings
-fixtures are in tests/egress/fixtures.py, a plugin shared with the run tests."""
+fixtures are in tests/plugins/egress.py, a plugin shared with the run tests."""
 
 from __future__ import annotations
 

@@ -328,6 +328,6 @@ def test_plain_httpx_would_have_reached_the_internal_sentinel(internal):
     # verify=False: this is the unguarded control, and it must work even if another test run owns the port.
     with httpx.Client(verify=False, trust_env=False) as plain:  # noqa: S501
         assert plain.get("https://127.0.0.1:8443/echo/control").status_code == 200
-    if internal is not None:  # None only while another test run holds 127.0.0.1:8443 (see tests/egress/fixtures.py)
+    if internal is not None:  # None only while another test run holds 127.0.0.1:8443 (see tests/plugins/egress.py)
         assert [r.path for r in internal.received] == ["/echo/control"]
         internal.reset()  # the fixture's own check is for guarded calls

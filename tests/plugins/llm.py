@@ -1,6 +1,6 @@
 """Pytest fixtures for the scripted model server. Registered from tests/conftest.py:
 
-    pytest_plugins = ["tests.fakes.conftest_plugin"]
+    pytest_plugins = ["tests.plugins.llm"]
 
 - `fake_llm`: the operator's model (plain http on 127.0.0.1, one server per session). Sets KAGENT_LLM_BASE_URL,
   KAGENT_LLM_API_KEY and KAGENT_LLM_MODEL for the test; `fake_llm.worker_env()` gives the same to a Celery worker.

@@ -1,1 +1,0 @@
-"""Pytest fixtures around the fakes of `fakes/` (the scripted model server)."""
