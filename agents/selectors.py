@@ -45,3 +45,12 @@ def searchable_sources(*, project_id: str, agent_id: str) -> QuerySet[KnowledgeS
     return KnowledgeSource.objects.filter(project_id=project_id, searchable=True).filter(
         Q(agent_id=agent_id) | Q(agent__isnull=True)
     )
+
+
+def agents_granting_tool(*, project: Project, name: str) -> list[str]:
+    """The ids of the agents whose draft grants the HTTP tool `name`."""
+    return [
+        agent.id
+        for agent in agent_list(project=project).only("id", "config")
+        if any(grant.get("tool") == name for grant in agent.config.get("tools", {}).get("http", []))
+    ]

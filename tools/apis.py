@@ -10,6 +10,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agents.selectors import agents_granting_tool
 from kagent.api import ProjectApi, paginate
 from kagent.inputs import Input
 from kagent.openapi import list_of
@@ -93,5 +94,5 @@ class ToolDetailApi(ProjectApi):
     def delete(self, request: Request, name: str) -> Response:
         tool = selectors.http_tool_get(project=self.project, name=name)
         tool_id = tool.id
-        services.http_tool_delete(tool=tool)
+        services.http_tool_delete(tool=tool, granted_by=agents_granting_tool(project=self.project, name=name))
         return Response({"id": tool_id, "object": "tool", "name": name, "deleted": True})

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agents.models import Agent
 from kagent.errors import Conflict, Unprocessable
 from kagent.inputs import UNSET, is_set
 from kagent.merge_patch import merge_patch
@@ -82,13 +82,10 @@ def http_tool_update(
     return tool
 
 
-def http_tool_delete(*, tool: HttpTool) -> None:
-    """Refused while an agent's draft grants the tool; published versions hold copies and keep working."""
-    users = [
-        agent.id
-        for agent in Agent.objects.filter(project_id=tool.project_id, deleted_at__isnull=True).only("id", "config")
-        if any(grant.get("tool") == tool.name for grant in agent.config.get("tools", {}).get("http", []))
-    ]
+def http_tool_delete(*, tool: HttpTool, granted_by: Sequence[str]) -> None:
+    """Refused while an agent's draft grants the tool (`granted_by`: those agents' ids, from
+    `agents.selectors.agents_granting_tool`); published versions hold copies and keep working."""
+    users = list(granted_by)
     if users:
         raise Conflict(
             "tool_in_use",
