@@ -13,6 +13,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
 from kagent.models import ApiKey
+from kagent.sql import api_key_by_digest
 
 KEY_RE = re.compile(r"^ka_(sk|pk)_[A-Za-z0-9_-]{43}$")
 # last_used_at is advisory: write it at most once a minute per key, not on every request.
@@ -30,30 +31,48 @@ class KeyUser:
         self.project = api_key.project
 
 
+NOT_AUTHENTICATED = "An API key is required: 'Authorization: Bearer <API key>'."
+PUBLISHABLE_REFUSED = "A publishable key may only create and read sessions and runs; use a secret key on your server."
+
+
+class KeyRefused(Exception):
+    """The Authorization header names no usable key: 401 with `code`."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def api_key_from_header(header: str) -> ApiKey | None:
+    """The active key an `Authorization: Bearer …` header names (with its project); None without a header;
+    KeyRefused for anything else. Every API request comes through here."""
+    if not header:
+        return None
+    scheme, _, raw = header.partition(" ")
+    raw = raw.strip()
+    if scheme.lower() != "bearer" or not raw:
+        raise KeyRefused("invalid_api_key", "Use the header 'Authorization: Bearer <API key>'.")
+    if not KEY_RE.match(raw):
+        raise KeyRefused("invalid_api_key", "That is not a K-Agent API key.")
+    key = api_key_by_digest(ApiKey.digest_of(raw))
+    if key is None:
+        raise KeyRefused("invalid_api_key", "Unknown API key.")
+    if key.revoked_at is not None:
+        raise KeyRefused("api_key_revoked", "This API key has been revoked.")
+    now = timezone.now()
+    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now
+    return key
+
+
 class ApiKeyAuthentication(BaseAuthentication):
     def authenticate(self, request: Request) -> tuple[KeyUser, ApiKey] | None:
-        header = request.META.get("HTTP_AUTHORIZATION", "")
-        if not header:
-            return None
-        scheme, _, raw = header.partition(" ")
-        raw = raw.strip()
-        if scheme.lower() != "bearer" or not raw:
-            raise exceptions.AuthenticationFailed(
-                "Use the header 'Authorization: Bearer <API key>'.", code="invalid_api_key"
-            )
-        if not KEY_RE.match(raw):
-            raise exceptions.AuthenticationFailed("That is not a K-Agent API key.", code="invalid_api_key")
         try:
-            key = ApiKey.objects.select_related("project").get(digest=ApiKey.digest_of(raw))
-        except ApiKey.DoesNotExist:
-            raise exceptions.AuthenticationFailed("Unknown API key.", code="invalid_api_key") from None
-        if key.revoked_at is not None:
-            raise exceptions.AuthenticationFailed("This API key has been revoked.", code="api_key_revoked")
-        now = timezone.now()
-        if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
-            ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
-            key.last_used_at = now
-        return KeyUser(key), key
+            key = api_key_from_header(request.META.get("HTTP_AUTHORIZATION", ""))
+        except KeyRefused as refused:
+            raise exceptions.AuthenticationFailed(refused.message, code=refused.code) from None
+        return (KeyUser(key), key) if key is not None else None
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="api"'
@@ -65,10 +84,7 @@ class SecretKeyRequired(BasePermission):
     def has_permission(self, request: Request, view: Any) -> bool:
         key = request.auth
         if not isinstance(key, ApiKey):
-            raise exceptions.NotAuthenticated("An API key is required: 'Authorization: Bearer <API key>'.")
+            raise exceptions.NotAuthenticated(NOT_AUTHENTICATED)
         if key.is_secret or getattr(view, "publishable_allowed", False):
             return True
-        raise exceptions.PermissionDenied(
-            "A publishable key may only create and read sessions and runs; use a secret key on your server.",
-            code="publishable_key_not_allowed",
-        )
+        raise exceptions.PermissionDenied(PUBLISHABLE_REFUSED, code="publishable_key_not_allowed")

@@ -42,6 +42,16 @@ class PrefixedIdField(models.CharField):  # type: ignore[type-arg]
                 kwargs.pop(key)
         return name, path, args, kwargs
 
+    def db_type(self, connection: Any) -> str | None:
+        # Spelled `character varying`, the same type as `varchar`: PostgreSQL's schema editor adds a second,
+        # `varchar_pattern_ops` index (for LIKE 'prefix%') to every indexed column whose type starts with
+        # "varchar" — on every id and every foreign key to one. Ids are only compared for equality and order, so
+        # those indexes cost every insert and update and serve no query.
+        db_type = super().db_type(connection)
+        if connection.vendor == "postgresql" and db_type and db_type.startswith("varchar"):
+            return "character varying" + db_type[len("varchar") :]
+        return db_type
+
     def has_default(self) -> bool:
         return True
 

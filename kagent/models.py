@@ -173,7 +173,10 @@ class EgressEvent(models.Model):
         ALLOWED = "allowed"
         REFUSED = "refused"
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="egress_events", null=True)
+    # Covered by the (project, -created_at) index in Meta.
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="egress_events", null=True, db_index=False
+    )
     purpose = models.CharField(max_length=30, help_text="http_tool, knowledge, webhook, model")
     method = models.CharField(max_length=10)
     host = models.CharField(max_length=255)

@@ -42,23 +42,27 @@ def check_json_value(value: Any, depth: int = 0) -> None:
         raise ParseError("NaN is not a JSON number.")
 
 
+def strict_json(raw: bytes) -> Any:
+    """The body's JSON value, or ParseError (400 `invalid_json`)."""
+    try:
+        text = raw.decode("utf-8")
+        data = json.loads(text, parse_constant=_reject_constant)
+    except UnicodeDecodeError:
+        raise ParseError("The body is not UTF-8.") from None
+    except RecursionError:
+        raise ParseError(f"The JSON is nested more than {MAX_DEPTH} levels deep.") from None
+    except ValueError as exc:
+        raise ParseError(f"The body is not valid JSON: {str(exc)[:200]}") from None
+    if isinstance(data, float) and data in (float("inf"), float("-inf")):
+        raise ParseError("Infinity is not a JSON number.")
+    _check_numbers(data)
+    check_json_value(data)
+    return data
+
+
 class StrictJSONParser(JSONParser):
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        raw = stream.read() if stream is not None else b""
-        try:
-            text = raw.decode("utf-8")
-            data = json.loads(text, parse_constant=_reject_constant)
-        except UnicodeDecodeError:
-            raise ParseError("The body is not UTF-8.") from None
-        except RecursionError:
-            raise ParseError(f"The JSON is nested more than {MAX_DEPTH} levels deep.") from None
-        except ValueError as exc:
-            raise ParseError(f"The body is not valid JSON: {str(exc)[:200]}") from None
-        if isinstance(data, float) and data in (float("inf"), float("-inf")):
-            raise ParseError("Infinity is not a JSON number.")
-        _check_numbers(data)
-        check_json_value(data)
-        return data
+        return strict_json(stream.read() if stream is not None else b"")
 
 
 def _check_numbers(value: Any, depth: int = 0) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import re
 import secrets as random
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -146,6 +147,7 @@ def signing_secret_rotate(*, project: Project, purpose: str) -> str:
         secret = _new_whsec()
         row.ciphertext = crypto.encrypt(secret, binding=row.binding())
         row.save()
+    _signing_cache.pop((project.pk, purpose), None)  # this process signs with the new one at once
     return secret
 
 
@@ -156,6 +158,28 @@ def signing_secrets_valid(*, project: Project, purpose: str) -> list[str]:
         signing_secret_current(project=project, purpose=purpose)
         rows = list(_valid_signing_rows(project, purpose).order_by("-created_at"))
     return [_decrypt_row(row) for row in rows]
+
+
+# Per process, for the secrets that sign outbound calls: a run's HTTP tool calls would otherwise read and decrypt them
+# on every call. A stale entry is harmless for up to a minute: after a rotation the previous secret keeps signing (and
+# verifying) for 24 hours, and the business verifies with either.
+SIGNING_CACHE_SECONDS = 60.0
+_signing_cache: dict[tuple[str, str], tuple[float, list[str]]] = {}
+
+
+def signing_secrets_for_calls(project_id: str, purpose: str) -> list[str]:
+    """`signing_secrets_valid`, remembered for a minute per process."""
+    key = (project_id, purpose)
+    now = time.monotonic()
+    cached = _signing_cache.get(key)
+    if cached is not None and now - cached[0] < SIGNING_CACHE_SECONDS:
+        return cached[1]
+    project = Project(pk=project_id)
+    secrets = signing_secrets_valid(project=project, purpose=purpose)
+    if len(_signing_cache) > 10_000:  # a worker serving very many projects: start over rather than grow
+        _signing_cache.clear()
+    _signing_cache[key] = (now, secrets)
+    return secrets
 
 
 def signing_secret_previous_expiry(*, project: Project, purpose: str) -> int | None:

@@ -8,34 +8,31 @@ it up. A tool call that succeeded is never sent again; one that was in flight is
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import logging
 import re
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connections, transaction
-from django.db.models import F
-from django.db.models.functions import Coalesce
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from agents.models import Agent
 from agents.selectors import searchable_sources
+from kagent.egress import EgressRecord
 from kagent.models import SigningSecret
-from kagent.secrets import secret_resolve, signing_secrets_valid
-from runs import providers, transitions, truth
+from kagent.secrets import secret_resolve, signing_secrets_for_calls
+from runs import providers, store, transitions, truth
 from runs.builtin_tools import builtin_execute
+from runs.lease import KEEPER, lease
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
 from runs.models import Handoff, Run, RunStep, Ticket, ToolCall
-from runs.models import Message as ChatMessage
 from tools.http_call import http_tool_call
-from tools.policy import PolicyContext, parse_arguments, policy_check
+from tools.policy import Decision, PolicyContext, parse_arguments, policy_check
 from tools.shaping import DATA_NOTICE
 from tools.templating import EndUserIdentity
 from tools.toolset import ToolSpec, tool_set_from_json
@@ -77,28 +74,33 @@ def _storable(response: ModelResponse) -> ModelResponse:
     return dataclasses.replace(response, text=_clean(response.text), tool_calls=calls)
 
 
-def lease() -> timedelta:
-    return timedelta(seconds=settings.KAGENT_RUN_LEASE_SECONDS)
-
-
 class RunStopped(Exception):
     """This worker no longer owns the run (another worker claimed it after our lease expired, or it ended)."""
 
 
 def run_execute(run_id: str) -> None:
     """Claim a queued run (exactly one worker wins) and advance it as far as it goes."""
-    now = timezone.now()
-    claimed = transitions.transition(
-        run_id,
-        transitions.CLAIM,
-        started_at=Coalesce(F("started_at"), now),
-        lease_expires_at=now + lease(),
-        claims=F("claims") + 1,
-    )
-    if not claimed:
+    run = _claim(run_id)
+    if run is None:
         return
-    run = Run.objects.select_related("end_user", "project").get(pk=run_id)
+    store.crash_point("claimed")
     Engine(run).advance()
+
+
+def _claim(run_id: str) -> Run | None:
+    """The claim is a task's first statement. A worker's connection is kept between tasks without a health check
+    per task, so a connection broken meanwhile (the database restarted) is noticed here: tried once more on a new
+    one. Nothing was written by the failed attempt."""
+    for attempt in (1, 2):
+        now = timezone.now()
+        try:
+            return store.claim(run_id, now=now, lease_until=now + lease())
+        except (InterfaceError, OperationalError):
+            if attempt == 2:
+                raise
+            logger.warning("run %s: the database connection was broken; reconnecting", run_id)
+            connection.close()
+    return None
 
 
 class Engine:
@@ -106,15 +108,17 @@ class Engine:
         self.run = run
         self.claim = run.claims
         self.transcript = [Message.from_dict(item) for item in run.transcript]
-        # Tool calls are created in the same transaction that counts a round: none exist before the first.
-        self.calls: list[ToolCall] = list(run.tool_calls.order_by("round", "index")) if run.rounds else []
+        # Tool calls are created in the same write that counts a round: none exist before the first.
+        self.calls: list[ToolCall] = []
+        if run.rounds:
+            self.calls = list(ToolCall.objects.filter(run_id=run.pk).order_by("round", "index"))
         self.tools_config = run.config["tools"]
         self.tool_set = tool_set_from_json(run.tool_set)
         self.max_rounds = int(self.tools_config.get("max_tool_rounds", 3))
         self.cancelled = run.cancel_requested  # e.g. cancelled while its dead worker held it, before the re-queue
         self.fresh = True  # the lease was just set (by the claim, or by the last fenced write)
+        self.unsent: set[str] = set()  # calls this worker recorded as running and hasn't sent yet
         self._live_agent: Agent | None = None
-        self._signing: list[str] | None = None
 
     # --- ownership --------------------------------------------------------------------------------------------
 
@@ -134,29 +138,15 @@ class Engine:
         if not self.fresh:
             self.fence()
 
-    @contextmanager
-    def lease_kept(self) -> Iterator[None]:
-        """Keeps the lease alive while this worker waits on something slow (a model call with its retries)."""
-        stop = threading.Event()
-        period = max(1.0, settings.KAGENT_RUN_LEASE_SECONDS / 3)
-
-        def renew() -> None:
-            try:
-                while not stop.wait(period):
-                    if not transitions.update_held(
-                        self.run.pk, held_by=self.claim, lease_expires_at=timezone.now() + lease()
-                    ):
-                        return
-            finally:
-                connections.close_all()
-
-        keeper = threading.Thread(target=renew, name=f"lease-{self.run.pk}", daemon=True)
-        keeper.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            keeper.join(timeout=10)
+    def _fenced(self, fence: store.Fence) -> bool:
+        """What a fenced write of the store said: True when written; a cancel is noticed; a lost run stops here."""
+        if fence is store.Fence.LOST:
+            raise RunStopped
+        if fence is store.Fence.CANCELLED:
+            self.cancelled = True
+            return False
+        self.fresh = True
+        return True
 
     # --- the loop ---------------------------------------------------------------------------------------------
 
@@ -235,7 +225,7 @@ class Engine:
         )
         started = time.monotonic()
         try:
-            with self.lease_kept():
+            with KEEPER.kept(self.run.pk, held_by=self.claim):
                 response = providers.complete(request)
         finally:
             duration = int((time.monotonic() - started) * 1000)
@@ -264,32 +254,59 @@ class Engine:
         return response, step
 
     def _start_round(self, response: ModelResponse, step: RunStep) -> None:
-        """Records the model's step and tool calls before any call runs, with the transcript, in one transaction
-        fenced on ownership (a stale worker writes nothing)."""
+        """Records the model's step and the tool calls it asked for, with the transcript, in one write fenced on
+        ownership (a stale worker writes nothing). The first call is decided before that write: nothing has run in
+        this round yet, so the facts it is checked against are the round's own; an HTTP call it allows is recorded
+        as running in the same write, and sent next."""
         round_number = self.run.rounds + 1
         names = [s.name for s in self.tool_set]
-        calls = []
-        for index, request in enumerate(response.tool_calls):
-            arguments, _ = parse_arguments(request.arguments)
-            calls.append(
-                ToolCall(
-                    project_id=self.run.project_id,
-                    run=self.run,
-                    round=round_number,
-                    index=index,
-                    model_call_id=request.id[:200],
-                    requested_name=request.name[:200],
-                    name=request.name[:64] if request.name in names else "",
-                    arguments=arguments if isinstance(arguments, (dict, list)) else None,
-                    rate_key=self.run.rate_key,
-                )
+        now = timezone.now()
+        calls = [
+            ToolCall(
+                project_id=self.run.project_id,
+                run_id=self.run.pk,
+                round=round_number,
+                index=index,
+                model_call_id=request.id[:200],
+                requested_name=request.name[:200],
+                name=request.name[:64] if request.name in names else "",
+                arguments=arguments if isinstance(arguments, (dict, list)) else None,
+                rate_key=self.run.rate_key,
+                created_at=now,
             )
-        assistant = Message(role="assistant", content=response.text, tool_calls=tuple(response.tool_calls))
-        self.transcript.append(assistant)
-        with transaction.atomic():
-            self.fence(rounds=round_number, transcript=self._transcript_json(), usage=self.run.usage)
-            step.save(force_insert=True)
-            ToolCall.objects.bulk_create(calls)
+            for index, request in enumerate(response.tool_calls)
+            for arguments in [parse_arguments(request.arguments)[0]]
+        ]
+        undecided = list(calls)
+        decided = self._decide_first(calls, response.tool_calls[0], round_number) if calls else False
+        self.transcript.append(Message(role="assistant", content=response.text, tool_calls=tuple(response.tool_calls)))
+        transcript, lease_until = self._transcript_json(), timezone.now() + lease()
+        fence = store.record_round(
+            self.run,
+            held_by=self.claim,
+            rounds=round_number,
+            transcript=transcript,
+            lease_until=lease_until,
+            step=step,
+            calls=calls,
+        )
+        if not self._fenced(fence):
+            # A cancel arrived: the round is still recorded (what the model said is part of the run), undecided.
+            calls, decided = undecided, False
+            fence = store.record_round(
+                self.run,
+                held_by=self.claim,
+                rounds=round_number,
+                transcript=transcript,
+                lease_until=lease_until,
+                step=step,
+                calls=calls,
+                despite_cancel=True,
+            )
+            self._fenced(fence)
+        store.crash_point("round")
+        if decided and calls[0].status == ToolCall.Status.RUNNING:
+            self.unsent.add(calls[0].pk)
         self.run.rounds = round_number
         self.calls += calls
 
@@ -301,20 +318,21 @@ class Engine:
     def _process_round(self, round_number: int) -> bool:
         """Checks and runs every call of the round. False when the run paused (client tools) or was cancelled."""
         calls = [c for c in self.calls if c.round == round_number]
-        requests = {i: r for i, r in enumerate(self.transcript[-1].tool_calls)}
+        requests = dict(enumerate(self.transcript[-1].tool_calls))
         for call in calls:
             if call.status in FINAL_CALLS or call.status == ToolCall.Status.AWAITING_OUTPUT:
                 continue
-            self.heartbeat()  # step 6 of the policy check needs to know about a cancel now
-            self.fresh = False
             if call.status == ToolCall.Status.RUNNING:
-                # It may have reached the business before a crash: send it again with the same id.
                 spec = next((s for s in self.tool_set if s.name == call.name), None)
                 if spec is not None:
-                    self._run_http(call, spec, call.arguments or {}, {})
+                    if call.pk not in self.unsent:
+                        # It may have reached the business before a crash: send it again with the same id.
+                        if not self._mark_running(call):
+                            self._check_and_run(call, requests.get(call.index) or self._request_of(call), round_number)
+                            continue
+                    self._send_http(call, spec)
                     continue
-            request = requests.get(call.index) or ToolCallRequest(call.model_call_id, call.requested_name, "{}")
-            self._check_and_run(call, request, round_number)
+            self._check_and_run(call, requests.get(call.index) or self._request_of(call), round_number)
 
         if self.cancelled:
             self._finish_cancelled()
@@ -331,6 +349,10 @@ class Engine:
             )
         # Kept in memory until the next fenced write: after a crash, the round is simply found complete again.
         return True
+
+    @staticmethod
+    def _request_of(call: ToolCall) -> ToolCallRequest:
+        return ToolCallRequest(call.model_call_id, call.requested_name, json.dumps(call.arguments or {}))
 
     def _shown(self, call: ToolCall) -> str:
         """What the model reads for a call: the result as JSON, with a banner it can't miss when it failed."""
@@ -362,23 +384,29 @@ class Engine:
             has_searchable_knowledge=lambda: searchable_sources(
                 project_id=run.project_id, agent_id=run.agent_id
             ).exists(),
-            http_calls_last_hour=lambda: (
-                ToolCall.objects.filter(
-                    project_id=run.project_id,
-                    rate_key=run.rate_key,
-                    kind="http",
-                    policy_decision="allowed",
-                    created_at__gte=now - timedelta(hours=1),
-                )
-                .exclude(pk=call.pk)
-                .count()
-            ),
+            http_calls_last_hour=lambda: self._http_calls_last_hour(call, now),
             tickets_last_day=lambda: Ticket.objects.filter(
                 project_id=run.project_id,
                 rate_key=run.rate_key,
                 is_test=run.sandbox,
                 created_at__gte=now - timedelta(days=1),
             ).count(),
+        )
+
+    def _http_calls_last_hour(self, call: ToolCall, now: Any) -> int:
+        """Step 7's count: this run's own when the run is its own bucket, else the bucket's across runs."""
+        if self.run.rate_key.startswith("run:"):
+            return sum(1 for c in self.calls if c.kind == "http" and c.policy_decision == "allowed" and c.pk != call.pk)
+        return (
+            ToolCall.objects.filter(
+                project_id=self.run.project_id,
+                rate_key=self.run.rate_key,
+                kind="http",
+                policy_decision="allowed",
+                created_at__gte=now - timedelta(hours=1),
+            )
+            .exclude(pk=call.pk)
+            .count()
         )
 
     def _live_actions_paused(self) -> bool:
@@ -402,69 +430,134 @@ class Engine:
         )
         return ticket.display_number if ticket else None
 
-    def _check_and_run(self, call: ToolCall, request: ToolCallRequest, round_number: int) -> None:
+    def _decide(self, call: ToolCall, request: ToolCallRequest, round_number: int) -> Decision:
+        """The policy check's decision for `call`, written onto it (in memory)."""
         decision = policy_check(self._policy_context(call, round_number), request.name, request.arguments)
         spec = decision.spec
-        fields: dict[str, Any] = {
-            "name": decision.name[:64],
-            "kind": str(spec.kind) if spec else "",
-            "effect": str(spec.effect) if spec else "",
-            "arguments": decision.arguments if isinstance(decision.arguments, (dict, list)) else None,
-            "arguments_hash": decision.arguments_hash,
-            "policy_decision": "allowed" if decision.allowed else "refused",
-            "policy_code": decision.code,
-        }
-        for key, value in fields.items():
-            setattr(call, key, value)
-        if not decision.allowed:
-            self._record(call, ToolCall.Status.REFUSED, decision.model_result(), fields)
-            return
-        assert spec is not None  # an allowed call is always of a tool in the tool set
-        kind, effect = spec.kind, spec.effect
-        simulate = self.run.sandbox and effect == "action" and not self.run.run_real_actions
-        if simulate:
-            # Test panel: action tools answer as if they ran and send nothing (seed, "In the test panel").
-            self._record(call, ToolCall.Status.SUCCEEDED, dict(SIMULATED), {**fields, "simulated": True})
-        elif kind == "client":
-            self._record(call, ToolCall.Status.AWAITING_OUTPUT, None, fields)
-        elif kind == "builtin":
-            builtin_execute(run=self.run, call=call, name=decision.name, arguments=decision.arguments, fields=fields)
-        else:
-            self._run_http(call, spec, decision.arguments, fields)
+        call.name = decision.name[:64]
+        call.kind = str(spec.kind) if spec else ""
+        call.effect = str(spec.effect) if spec else ""
+        call.arguments = decision.arguments if isinstance(decision.arguments, (dict, list)) else None
+        call.arguments_hash = decision.arguments_hash
+        call.policy_decision = "allowed" if decision.allowed else "refused"
+        call.policy_code = decision.code
+        return decision
 
-    def _record(self, call: ToolCall, status: str, result: dict[str, Any] | None, fields: dict[str, Any]) -> None:
+    def _outcome_without_side_effects(self, call: ToolCall, decision: Decision) -> bool:
+        """Sets what a decided call leads to when that needs nothing to run: refused, simulated (test panel),
+        waiting for the app (client tools), or about to be sent (HTTP). False for a built-in: it runs here."""
+        spec = decision.spec
         now = timezone.now()
-        ToolCall.objects.filter(pk=call.pk).update(status=status, result=result, finished_at=now, **fields)
-        for key, value in fields.items():
-            setattr(call, key, value)
-        call.status, call.result, call.finished_at = status, result, now
+        if not decision.allowed:
+            call.status, call.result, call.finished_at = ToolCall.Status.REFUSED, decision.model_result(), now
+            return True
+        assert spec is not None  # an allowed call is always of a tool in the tool set
+        if self.run.sandbox and spec.effect == "action" and not self.run.run_real_actions:
+            # Test panel: action tools answer as if they ran and send nothing (seed, "In the test panel").
+            call.status, call.result, call.finished_at = ToolCall.Status.SUCCEEDED, dict(SIMULATED), now
+            call.simulated = True
+            return True
+        if spec.kind == "client":
+            call.status = ToolCall.Status.AWAITING_OUTPUT
+            return True
+        if spec.kind == "http":
+            call.status, call.attempts, call.started_at = ToolCall.Status.RUNNING, call.attempts + 1, now
+            return True
+        return False
 
-    def _run_http(self, call: ToolCall, spec: ToolSpec, arguments: dict[str, Any], fields: dict[str, Any]) -> None:
-        # Marked as running before anything is sent: after a crash this call is retried, never forgotten.
-        ToolCall.objects.filter(pk=call.pk).update(
-            status=ToolCall.Status.RUNNING, attempts=F("attempts") + 1, started_at=timezone.now(), **fields
+    def _decide_first(self, calls: list[ToolCall], request: ToolCallRequest, round_number: int) -> bool:
+        """Decides the round's first call before the round is written (on a copy, put in its place when decided).
+        A built-in is left undecided: it runs, and is decided, in the round, after the fenced heartbeat that notices
+        a cancel."""
+        candidate = copy.copy(calls[0])
+        if self._outcome_without_side_effects(candidate, self._decide(candidate, request, round_number)):
+            calls[0] = candidate
+            return True
+        return False
+
+    def _check_and_run(self, call: ToolCall, request: ToolCallRequest, round_number: int) -> None:
+        """A call of the round not decided yet: the policy check now, then what it leads to."""
+        if not self.fresh:
+            self.heartbeat()  # step 6 of the policy check needs to know about a cancel now
+        decision = self._decide(call, request, round_number)
+        if self._outcome_without_side_effects(call, decision):
+            if call.status == ToolCall.Status.RUNNING:
+                if not self._mark_running(call):
+                    self._check_and_run(call, request, round_number)  # a cancel arrived: refused as cancelled
+                    return
+                self._send_http(call, self._spec(call))
+                return
+            self._record(call)
+            return
+        builtin_execute(
+            run=self.run,
+            call=call,
+            name=decision.name,
+            arguments=decision.arguments,
+            fields=self._decision_fields(call),
         )
+        self.fresh = False
+
+    def _spec(self, call: ToolCall) -> ToolSpec:
+        spec = next(s for s in self.tool_set if s.name == call.name)
+        return spec
+
+    @staticmethod
+    def _decision_fields(call: ToolCall) -> dict[str, Any]:
+        return {
+            "name": call.name,
+            "kind": call.kind,
+            "effect": call.effect,
+            "arguments": call.arguments,
+            "arguments_hash": call.arguments_hash,
+            "policy_decision": call.policy_decision,
+            "policy_code": call.policy_code,
+        }
+
+    def _record(self, call: ToolCall) -> None:
+        """A decided call that ran nothing (refused, simulated, waiting for the app)."""
+        ToolCall.objects.filter(pk=call.pk).update(
+            status=call.status,
+            result=call.result,
+            finished_at=call.finished_at,
+            simulated=call.simulated,
+            **self._decision_fields(call),
+        )
+
+    def _mark_running(self, call: ToolCall) -> bool:
+        """Records the call as running (about to be sent), fenced; False when a cancel arrived first."""
+        now = timezone.now()
+        fence = store.mark_running(call, run_id=self.run.pk, held_by=self.claim, now=now, lease_until=now + lease())
+        if not self._fenced(fence):
+            call.status = ToolCall.Status.PENDING
+            return False
+        store.crash_point("running")
         call.status = ToolCall.Status.RUNNING
-        if self._signing is None:
-            self._signing = signing_secrets_valid(project=self.run.project, purpose=SigningSecret.Purpose.TOOL_SIGNING)
+        return True
+
+    def _send_http(self, call: ToolCall, spec: ToolSpec) -> None:
+        """Sends a call recorded as running, then records its result with the egress log row of the attempt."""
+        self.unsent.discard(call.pk)
         end_user = self.run.end_user
         assert spec.definition is not None  # every HTTP tool spec carries the definition it calls
+        attempts: list[EgressRecord] = []
         outcome = http_tool_call(
             project_id=self.run.project_id,
             tool=spec.definition,
-            arguments=arguments,
+            arguments=call.arguments if isinstance(call.arguments, dict) else {},
             call_id=call.pk,
             end_user=EndUserIdentity(end_user.external_id, end_user.traits) if end_user else None,
             variables=self.run.config.get("variables") or {},
             secret_lookup=lambda name: secret_resolve(project_id=self.run.project_id, name=name),
-            signing_secrets=self._signing,
+            signing_secrets=signing_secrets_for_calls(self.run.project_id, SigningSecret.Purpose.TOOL_SIGNING),
+            record=attempts.append,
         )
-        status = ToolCall.Status.SUCCEEDED if outcome.ok else ToolCall.Status.FAILED
-        now = timezone.now()
-        ToolCall.objects.filter(pk=call.pk).update(
-            status=status, result=outcome.model_result, upstream=outcome.step, finished_at=now
-        )
-        call.status, call.result, call.upstream, call.finished_at = status, outcome.model_result, outcome.step, now
+        store.crash_point("sent")
+        call.status = ToolCall.Status.SUCCEEDED if outcome.ok else ToolCall.Status.FAILED
+        call.result, call.upstream = outcome.model_result, outcome.step
+        store.record_result(call, now=timezone.now(), egress=attempts)
+        store.crash_point("result")
+        self.fresh = False
 
     # --- endings ----------------------------------------------------------------------------------------------
 
@@ -519,31 +612,20 @@ class Engine:
                 self.fence(transcript=self._transcript_json(), pushbacks=self.run.pushbacks, usage=self.run.usage)
                 RunStep.objects.bulk_create([step, notice])
             return False
-        now = timezone.now()
-        with transaction.atomic():
-            if not transitions.transition(
-                self.run.pk,
-                transitions.COMPLETE,
-                held_by=self.claim,
-                where=NOT_CANCELLED,
-                output={"text": text, "unverified_claims": claims},
-                completed_at=now,
-                lease_expires_at=None,
-                transcript=self._transcript_json() + [Message(role="assistant", content=text).to_dict()],
-                usage=self.run.usage,
-            ):
-                self._stopped_before_finishing()
-                return True
-            step.save(force_insert=True)
-            if self.run.session_id is not None:  # one-shot runs keep their text on the run itself
-                ChatMessage.objects.create(
-                    project_id=self.run.project_id,
-                    session_id=self.run.session_id,
-                    run=self.run,
-                    role=ChatMessage.Role.ASSISTANT,
-                    content=text,
-                    created_at=now,
-                )
+        answer = Message(role="assistant", content=text)
+        fence = store.complete(
+            self.run,
+            held_by=self.claim,
+            text=text,
+            output={"text": text, "unverified_claims": claims},
+            transcript=self._transcript_json() + [answer.to_dict()],
+            step=step,
+            now=timezone.now(),
+        )
+        if not self._fenced(fence):
+            self._finish_cancelled()
+            return True
+        store.crash_point("completed")
         return True
 
     def _stopped_before_finishing(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from agents.models import Agent, AgentVersion
@@ -72,14 +73,19 @@ class Run(models.Model):
     TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
 
     id = PrefixedIdField(prefix="run")
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs", db_index=False)
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="runs")
-    version = models.ForeignKey(AgentVersion, on_delete=models.SET_NULL, null=True, blank=True)
+    # Indexes cost every insert and update of a run: only what a query uses (see Meta and bench/README.md).
+    version = models.ForeignKey(AgentVersion, on_delete=models.SET_NULL, null=True, blank=True, db_index=False)
     version_number = models.IntegerField(null=True, blank=True)
-    session = models.ForeignKey(Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
-    segment = models.ForeignKey(Segment, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
+    session = models.ForeignKey(
+        Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs", db_index=False
+    )
+    segment = models.ForeignKey(
+        Segment, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs", db_index=False
+    )
     end_user = models.ForeignKey(EndUser, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
-    created_by_key = models.ForeignKey(ApiKey, on_delete=models.SET_NULL, null=True, blank=True)
+    created_by_key = models.ForeignKey(ApiKey, on_delete=models.SET_NULL, null=True, blank=True, db_index=False)
     # Who limits count against: "eu:<id>" for a verified user, "ses:<id>" for an anonymous session.
     rate_key = models.CharField(max_length=100)
 
@@ -117,11 +123,15 @@ class Run(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["status", "lease_expires_at"]),
-            models.Index(fields=["status", "queued_at"]),
-            models.Index(fields=["status", "expires_at"]),
-            models.Index(fields=["session", "status"]),
-            models.Index(fields=["project", "-created_at"]),
+            models.Index(fields=["project", "-created_at"]),  # lists; also the project's cascade
+            models.Index(fields=["session", "status"]),  # a session's open runs (superseding)
+            # The sweeper's questions, each about few rows: partial indexes hold only those rows.
+            models.Index(fields=["lease_expires_at"], name="run_in_progress_lease", condition=Q(status="in_progress")),
+            models.Index(fields=["queued_at"], name="run_queued_since", condition=Q(status="queued")),
+            models.Index(fields=["expires_at"], name="run_awaiting_until", condition=Q(status="requires_action")),
+            models.Index(
+                fields=["completed_at"], name="run_unpurged_unstored", condition=Q(store=False, purged_at__isnull=True)
+            ),
         ]
 
 
@@ -155,8 +165,9 @@ class ToolCall(models.Model):
         CANCELLED = "cancelled"
 
     id = PrefixedIdField(prefix="call")
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tool_calls")
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
+    # Both covered by the indexes in Meta (the limits' lookup; a run's calls by position).
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tool_calls", db_index=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls", db_index=False)
     round = models.IntegerField()
     index = models.IntegerField()
     model_call_id = models.CharField(max_length=200)

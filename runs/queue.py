@@ -17,4 +17,5 @@ def enqueue_run(run_id: str) -> None:
 
 def send_run(run_id: str) -> None:
     """Queues `runs.execute` now (the sweeper's resend: the run's row is long committed)."""
-    app.send_task(EXECUTE_TASK, args=(run_id,))
+    # The argument's display form given, so Celery needn't build it with its safe repr on every run.
+    app.send_task(EXECUTE_TASK, args=(run_id,), argsrepr=f"('{run_id}',)", kwargsrepr="{}")

@@ -10,7 +10,6 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from agents.models import Agent, AgentVersion
@@ -18,6 +17,7 @@ from agents.selectors import agent_get, searchable_sources
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
 from kagent.inputs import UNSET, is_set
 from kagent.models import ApiKey, Project
+from runs import store as run_store
 from runs import transitions
 from runs.engine import client_output_shown
 from runs.identity import EndUserClaim, Identity, identity_resolve
@@ -141,6 +141,7 @@ class _WhatRuns:
     version: AgentVersion | None
     config: dict[str, Any]
     http_tools: dict[str, Any]
+    has_searchable_knowledge: bool | None = None  # None: not looked up yet
 
 
 def _what_runs(project: Project, agent_id: str, version_number: int | None, sandbox: bool) -> _WhatRuns:
@@ -151,44 +152,39 @@ def _what_runs(project: Project, agent_id: str, version_number: int | None, sand
         http_tools = {t.name: t.definition() for t in HttpTool.objects.filter(project=project)}
         return _WhatRuns(agent, None, agent.config, http_tools)
     if version_number is None:
-        # The common case in one query: the agent with its latest published version.
-        version = (
-            AgentVersion.objects.select_related("agent")
-            .filter(
-                project=project,
-                agent_id=agent_id,
-                agent__deleted_at__isnull=True,
-                number=F("agent__latest_version_number"),
-            )
-            .first()
-        )
-        if version is None:
+        # The common case in one query: the agent with its latest published version and its knowledge.
+        latest = run_store.latest_version(project_id=project.pk, agent_id=agent_id)
+        if latest is None:
             agent_get(project=project, agent_id=agent_id)  # a 404 for an agent that isn't there
             raise Conflict("not_published", "This agent has no published version yet. Publish it first.")
-        return _WhatRuns(version.agent, version, version.config, version.http_tools)
+        agent, latest_version, has_knowledge = latest
+        return _WhatRuns(agent, latest_version, latest_version.config, latest_version.http_tools, has_knowledge)
     agent = agent_get(project=project, agent_id=agent_id)
-    version = AgentVersion.objects.filter(agent=agent, number=version_number).first()
-    if version is None:
+    pinned = AgentVersion.objects.filter(agent=agent, number=version_number).first()
+    if pinned is None:
         raise NotFound("This agent has no version with that number.")
-    return _WhatRuns(agent, version, version.config, version.http_tools)
+    return _WhatRuns(agent, pinned, pinned.config, pinned.http_tools)
 
 
 def _rate_key(
-    identity: Identity, session: Session | None, api_key: ApiKey | None, client_ip: str, sandbox: bool
+    run_id: str, identity: Identity, session: Session | None, api_key: ApiKey | None, client_ip: str, sandbox: bool
 ) -> str:
-    """Who the per-user limits of the policy check count against (step 7)."""
+    """Who the per-user limits of the policy check count against (step 7): the verified end user, else the
+    session; a one-shot run without an end user is its own bucket when the business's server (secret key) or the
+    dashboard made it (they name `end_user` when they want limits per customer), else the publishable key and the
+    caller's address."""
     if identity.end_user is not None:
         key = f"eu:{identity.end_user.pk}"
     elif session is not None:
         key = f"ses:{session.pk}"
+    elif api_key is None or api_key.is_secret:
+        key = f"run:{run_id}"
     else:
-        # An anonymous one-shot call has no identity: it counts against the key and the caller's address.
-        key = f"anon:{api_key.pk if api_key else 'dashboard'}:{client_ip[:45]}"
+        key = f"anon:{api_key.pk}:{client_ip[:45]}"
     # The test panel's calls never use up a real customer's limits.
     return f"test:{key}"[:100] if sandbox else key
 
 
-@transaction.atomic
 def run_create(
     *,
     project: Project,
@@ -206,8 +202,8 @@ def run_create(
     run_real_actions: bool = False,
     client_ip: str = "",
 ) -> Run:
-    """A queued run, enqueued on commit. `api_key` None is the dashboard (trusted like a secret key); `session_id`
-    None makes a one-shot run; `allow_actions` None means not given."""
+    """A queued run, enqueued once it is committed. `api_key` None is the dashboard (trusted like a secret key);
+    `session_id` None makes a one-shot run; `allow_actions` None means not given."""
     one_shot = session_id is None
     if allow_actions is not None and not one_shot:
         raise Unprocessable("invalid_request", "allow_actions is for one-shot runs; a session run follows its session.")
@@ -217,62 +213,108 @@ def run_create(
         raise ApiError("sandbox_requires_secret_key", "Sandbox runs need a secret key (or the dashboard).", status=403)
 
     what = _what_runs(project, agent_id, version, sandbox)
-    agent = what.agent
     identity = identity_resolve(project=project, api_key=api_key, end_user=end_user, end_user_token=end_user_token)
-    now = timezone.now()
-    session: Session | None = None
-    if session_id is not None:
-        session = _session_for_run(project, api_key, session_id, agent, identity)
+    options = _RunOptions(store, bool(allow_actions), sandbox, run_real_actions, metadata or {}, api_key, client_ip)
+    if one_shot:
+        # One row, one statement: no transaction around it.
+        run = _new_run(project, what, identity, None, None, options, text, _tool_set(what, identity, None, options))
+        run_store.insert_run(run)
+        enqueue_run(run.pk)
+        return run
+    assert session_id is not None
+    with transaction.atomic():
+        session = _session_for_run(project, api_key, session_id, what.agent, identity)
         session = Session.objects.select_for_update().get(pk=session.pk)  # one new run at a time per session
         if identity.end_user is None and session.end_user_id is not None:
             identity = Identity(session.end_user)
-    facts = ToolSetFacts(
-        one_shot=one_shot,
-        allow_actions=bool(allow_actions),
-        verified=identity.verified,
-        actions_paused=agent.actions_paused,
-        store=store,
-        has_searchable_knowledge=searchable_sources(project_id=project.pk, agent_id=agent.pk).exists(),
-    )
-    segment = None
-    if session is not None:
-        segment = _segment_for(session, what.version, what.config, what.http_tools, facts, now)
+        now = timezone.now()
+        segment = _segment_for(
+            session, what.version, what.config, what.http_tools, _facts(what, identity, session, options), now
+        )
         tool_set = segment.tool_set if store else without_client_tools(segment.tool_set)
         history = _history(session)
         _supersede_open_runs(session)
         Session.objects.filter(pk=session.pk).update(last_activity_at=now)
-    else:
-        tool_set = tool_set_json(tool_set_build(config=what.config, http_tools=what.http_tools, facts=facts))
-        history = []
+        run = _new_run(project, what, identity, session, segment, options, text, tool_set, history)
+        run_store.insert_run(run)
+        ChatMessage.objects.create(
+            project=project,
+            session=session,
+            run=run,
+            role=ChatMessage.Role.USER,
+            content=text,
+            created_at=run.created_at,
+        )
+        enqueue_run(run.pk)
+    return run
 
+
+@dataclass(frozen=True)
+class _RunOptions:
+    """How the caller asked for the run to go."""
+
+    store: bool
+    allow_actions: bool
+    sandbox: bool
+    run_real_actions: bool
+    metadata: dict[str, Any]
+    api_key: ApiKey | None
+    client_ip: str
+
+
+def _facts(what: _WhatRuns, identity: Identity, session: Session | None, options: _RunOptions) -> ToolSetFacts:
+    has_knowledge = what.has_searchable_knowledge
+    if has_knowledge is None:
+        has_knowledge = searchable_sources(project_id=what.agent.project_id, agent_id=what.agent.pk).exists()
+    return ToolSetFacts(
+        one_shot=session is None,
+        allow_actions=options.allow_actions,
+        verified=identity.verified,
+        actions_paused=what.agent.actions_paused,
+        store=options.store,
+        has_searchable_knowledge=has_knowledge,
+    )
+
+
+def _tool_set(what: _WhatRuns, identity: Identity, session: Session | None, options: _RunOptions) -> list[Any]:
+    facts = _facts(what, identity, session, options)
+    return tool_set_json(tool_set_build(config=what.config, http_tools=what.http_tools, facts=facts))
+
+
+def _new_run(
+    project: Project,
+    what: _WhatRuns,
+    identity: Identity,
+    session: Session | None,
+    segment: Segment | None,
+    options: _RunOptions,
+    text: str,
+    tool_set: list[Any],
+    history: list[Message] | None = None,
+) -> Run:
+    now = timezone.now()
     run = Run(
         project=project,
-        agent=agent,
+        agent=what.agent,
         version=what.version,
         version_number=what.version.number if what.version else None,
         session=session,
         segment=segment,
         end_user=identity.end_user,
-        created_by_key=api_key,
-        rate_key=_rate_key(identity, session, api_key, client_ip, sandbox),
+        created_by_key=options.api_key,
         input=text,
-        store=store,
-        allow_actions=bool(allow_actions),
-        sandbox=sandbox,
-        run_real_actions=run_real_actions,
-        metadata=metadata or {},
+        store=options.store,
+        allow_actions=options.allow_actions,
+        sandbox=options.sandbox,
+        run_real_actions=options.run_real_actions,
+        metadata=options.metadata,
         config=what.config,
         tool_set=tool_set,
-        transcript=[m.to_dict() for m in history] + [Message(role="user", content=text).to_dict()],
+        transcript=[m.to_dict() for m in history or []] + [Message(role="user", content=text).to_dict()],
         created_at=now,
         queued_at=now,
     )
-    run.save(force_insert=True)
-    if session is not None:  # a one-shot run keeps its input on the run itself
-        ChatMessage.objects.create(
-            project=project, session=session, run=run, role=ChatMessage.Role.USER, content=text, created_at=now
-        )
-    enqueue_run(run.pk)
+    run.rate_key = _rate_key(run.pk, identity, session, options.api_key, options.client_ip, options.sandbox)
     return run
 
 

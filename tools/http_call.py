@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kagent.egress import USER_AGENT, EgressClient, EgressError, get_client
+from kagent.egress import USER_AGENT, EgressClient, EgressError, Recorder, get_client
 from kagent.masking import mask_secrets
 from kagent.signing import SigningError, webhook_headers
 from tools.shaping import ShapingError, clean_text, shape_failure, shape_response
@@ -91,6 +91,7 @@ def http_tool_call(
     signing_secrets: Sequence[str],
     client: EgressClient | None = None,
     clock: Callable[[], float] = time.time,
+    record: Recorder | None = None,
 ) -> HttpCallOutcome:
     """One HTTP tool call. Never raises for anything the tenant, the model or the upstream can cause."""
     started = time.monotonic()
@@ -142,6 +143,7 @@ def http_tool_call(
             body=body,
             timeout_ms=rendered.timeout_ms,
             secret_values=secrets,
+            record=record,
         )
     except EgressError as exc:
         step.update(error_code=exc.code, status=exc.status, resolved_address=exc.resolved_address)

@@ -99,8 +99,12 @@ class EgressClient:
         body: bytes | None,
         timeout_ms: int,
         secret_values: Sequence[str] = (),
+        record: Recorder | None = None,
     ) -> EgressResponse:
-        """Make one call. Raises EgressError; records every attempt. `secret_values` are masked in the logged path."""
+        """Make one call. Raises EgressError; records every attempt (with `record` instead of the client's recorder
+        when given: the run engine writes the attempt's row together with the call's result). `secret_values` are
+        masked in the logged path."""
+        recorder = record or self._recorder
         started = time.monotonic()
         host, port, path = "", None, ""
         outcome: dict[str, Any] = {"status": None, "bytes": 0, "address": ""}
@@ -119,6 +123,7 @@ class EgressClient:
             )
         except EgressError as exc:
             self._record(
+                recorder,
                 project_id,
                 purpose,
                 method,
@@ -133,6 +138,7 @@ class EgressClient:
             )
             raise
         self._record(
+            recorder,
             project_id,
             purpose,
             method,
@@ -149,6 +155,7 @@ class EgressClient:
 
     def _record(
         self,
+        recorder: Recorder | None,
         project_id: str | None,
         purpose: str,
         method: str,
@@ -161,10 +168,10 @@ class EgressClient:
         size: int,
         started: float,
     ) -> None:
-        if self._recorder is None:
+        if recorder is None:
             return
         decision = "refused" if code in REFUSAL_CODES else "allowed"
-        self._recorder(
+        recorder(
             EgressRecord(
                 project_id=project_id,
                 purpose=str(purpose),

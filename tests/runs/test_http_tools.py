@@ -248,7 +248,7 @@ def test_worker_killed_during_an_http_call_retries_it_with_the_same_webhook_id(
 
 
 @pytest.mark.django_db
-def test_anonymous_one_shot_calls_share_a_limit_per_key_and_address(h, upstream, egress_settings):
+def test_anonymous_one_shot_calls_on_a_publishable_key_share_a_limit_per_key_and_address(h, upstream, egress_settings):
     tool = order_tool(requires_verified_user=False)
     tool["config"] = {**tool["config"], "url": "https://tools.test:8443/respond/order/orders/{{args.order_number}}"}
     setup_tool(h, upstream, tool)
@@ -257,14 +257,33 @@ def test_anonymous_one_shot_calls_share_a_limit_per_key_and_address(h, upstream,
         [calls(("order_status", {"order_number": "1"})), text("ok")],
         tools={"http": [{"tool": "order_status"}]},
     )
-    first = h.run(agent, "x")
-    second = h.run(agent, "y")
+    browser = h.tenant.publishable_key
+    first = h.run(agent, "x", key=browser)
+    second = h.run(agent, "y", key=browser)
     rate_keys = set(Run.objects.values_list("rate_key", flat=True))
     assert len(rate_keys) == 1 and rate_keys.pop().startswith("anon:")
     earlier_attempts(ToolCall.objects.get(run_id=first["id"]), 18)  # with the two real calls: 20 in the last hour
-    third = h.run(agent, "z")
+    third = h.run(agent, "z", key=browser)
     assert h.tool_steps(second["id"])[0]["status"] == "succeeded"
     assert h.tool_steps(third["id"])[0]["policy"]["code"] == "rate_limited"
+
+
+@pytest.mark.django_db
+def test_one_shot_runs_of_the_business_server_are_each_their_own_bucket(h, upstream, egress_settings):
+    """A FAQ bot on the business's server (secret key, no end_user): one customer's lookups never use up
+    another's; the business passes end_user when it wants limits per customer."""
+    tool = order_tool(requires_verified_user=False)
+    tool["config"] = {**tool["config"], "url": "https://tools.test:8443/respond/order/orders/{{args.order_number}}"}
+    setup_tool(h, upstream, tool)
+    agent = h.agent(
+        "own-bucket",
+        [calls(("order_status", {"order_number": "1"})), text("ok")],
+        tools={"http": [{"tool": "order_status"}]},
+    )
+    runs = [h.run(agent, f"order {n}?") for n in range(25)]
+    assert all(h.tool_steps(run["id"])[0]["status"] == "succeeded" for run in runs)
+    assert len(upstream.received) == 25
+    assert len(set(Run.objects.values_list("rate_key", flat=True))) == 25
 
 
 @pytest.mark.django_db

@@ -94,13 +94,15 @@ def test_cancel_during_the_last_call_of_a_round_does_not_pause(h, monkeypatch):
     agent = h.agent("late-cancel-2", [calls(("get_cart", {})), text("x")], tools={"client": [CART]})
     session = h.session(agent)
     started = h.start(agent, "q", session=session)
-    original = engine.Engine._record
+    original = engine.store.record_round
 
-    def record_then_cancel(self, call, status, result, fields):
-        original(self, call, status, result, fields)
+    def record_then_cancel(*args, **kwargs):
+        # The round is written with its client call waiting for the app; the cancel comes right after.
+        fence = original(*args, **kwargs)
         Run.objects.filter(pk=started["id"]).update(cancel_requested=True, cancellation_reason="requested")
+        return fence
 
-    monkeypatch.setattr(engine.Engine, "_record", record_then_cancel)
+    monkeypatch.setattr(engine.store, "record_round", record_then_cancel)
     run = h.drive(started["id"])
     assert run["status"] == "cancelled" and run["required_action"] is None
     assert ToolCall.objects.get(run_id=started["id"]).status == "cancelled"

@@ -1,0 +1,71 @@
+"""Statements written by hand, for the few reads and writes on the hot path of every run where building them with
+the ORM cost more than running them (measured in bench/runs_bench.py): the API key lookup of every request here,
+the run engine's and run creation's statements in `runs/store.py`. Everything else uses the ORM.
+
+`execute` runs one statement on a server-side-binding cursor, prepared on first use on the connection (workers and
+web processes keep their connections), and logs it where Django logs queries (so `CaptureQueriesContext` and the
+benchmark count it like any other).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from django.db import connection
+
+from kagent.models import ApiKey, Project
+
+
+def postgres() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def execute(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any, ...]]:
+    connection.ensure_connection()
+    started = time.monotonic()
+    raw = connection.connection
+    assert raw is not None
+    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+        cursor.execute(sql, params, prepare=True)
+        rows = cursor.fetchall() if cursor.description else []
+    if connection.queries_logged:
+        connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
+    return rows
+
+
+_API_KEY_SQL = """
+SELECT key.id, key.kind, key.name, key.hint, key.created_at, key.last_used_at, key.revoked_at,
+    project.id, project.organization_id, project.name, project.created_at
+FROM kagent_apikey AS key JOIN kagent_project AS project ON project.id = key.project_id
+WHERE key.digest = %(digest)s
+"""
+
+
+def api_key_by_digest(digest: str) -> ApiKey | None:
+    """The API key with this digest, with its project (every API request's first statement)."""
+    if not postgres():
+        return ApiKey.objects.select_related("project").filter(digest=digest).first()
+    rows = execute(_API_KEY_SQL, {"digest": digest})
+    if not rows:
+        return None
+    key_id, kind, name, hint, created_at, last_used_at, revoked_at, project_id, org_id, project_name, project_at = rows[
+        0
+    ]
+    project = Project(id=project_id, organization_id=org_id, name=project_name, created_at=project_at)
+    key = ApiKey(
+        id=key_id,
+        project=project,
+        kind=kind,
+        name=name,
+        digest=digest,
+        hint=hint,
+        created_at=created_at,
+        last_used_at=last_used_at,
+        revoked_at=revoked_at,
+    )
+    for row in (project, key):
+        row._state.adding = False
+    return key

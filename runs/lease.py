@@ -1,0 +1,88 @@
+"""Keeping a run's lease while its worker waits on something slow (a model call with its retries).
+
+Every fenced write extends the lease, so a worker only needs help while it waits without writing. One thread per
+worker process renews the leases of the runs registered with it — and only those waiting longer than a third of
+the lease, so the common fast model call costs a dict insert and a delete, not a thread or a statement.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from runs import transitions
+
+logger = logging.getLogger(__name__)
+
+
+def lease() -> timedelta:
+    return timedelta(seconds=settings.KAGENT_RUN_LEASE_SECONDS)
+
+
+class LeaseKeeper:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: dict[str, tuple[int, float]] = {}  # run id -> (claim held, when the wait began)
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    @contextmanager
+    def kept(self, run_id: str, *, held_by: int) -> Iterator[None]:
+        """While inside, the lease of `run_id` (held by claim `held_by`) is renewed if the wait gets long."""
+        self._ensure_thread()
+        with self._lock:
+            self._waiting[run_id] = (held_by, time.monotonic())
+        self._wake.set()  # it may be sleeping on a longer period than this run needs
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._waiting.pop(run_id, None)
+
+    def _ensure_thread(self) -> None:
+        # A prefork worker's child inherits the parent's object but not its thread: start one per process.
+        if self._thread is not None and self._thread.is_alive() and self._pid == os.getpid():
+            return
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._renew_forever, name="lease-keeper", daemon=True)
+                self._thread.start()
+
+    def _period(self) -> float:
+        return max(1.0, settings.KAGENT_RUN_LEASE_SECONDS / 3)
+
+    def _renew_forever(self) -> None:
+        while True:
+            self._wake.wait(min(self._period(), 5.0))
+            self._wake.clear()
+            now = time.monotonic()
+            with self._lock:
+                due = [
+                    (run_id, held) for run_id, (held, since) in self._waiting.items() if now - since >= self._period()
+                ]
+            if not due:
+                continue
+            try:
+                for run_id, held_by in due:
+                    transitions.update_held(run_id, held_by=held_by, lease_expires_at=timezone.now() + lease())
+                    with self._lock:
+                        if self._waiting.get(run_id, (None, 0.0))[0] == held_by:
+                            self._waiting[run_id] = (held_by, time.monotonic())
+            except Exception:  # a database hiccup: the next period tries again, and the sweeper is the safety net
+                logger.warning("could not renew run leases", exc_info=True)
+            finally:
+                connection.close()  # renewals are rare: no connection kept open between them
+
+
+KEEPER = LeaseKeeper()

@@ -1,0 +1,520 @@
+"""The run engine's durable reads and writes on its hot path, in as few statements as its guarantees allow.
+
+Why SQL by hand here (see kagent/sql.py): building these statements with the ORM was about 40% of a worker's CPU
+per run, and each write the engine makes is really several rows that must land together. On PostgreSQL each function
+below is ONE statement: a data-modifying CTE puts the run's fenced UPDATE and the rows that depend on it in one
+round trip, in autocommit (one statement is one transaction), prepared once per connection. On SQLite (the
+embedded default), which has no data-modifying CTEs, the same writes are ORM statements in one transaction.
+
+What doesn't change: every write that touches a run names the claim this worker holds and the statuses it may leave
+(`runs/transitions.py`), so a worker that lost its run writes nothing; an HTTP tool call is recorded as `running`
+before it is sent and its result (with the egress log row of the attempt) right after it returns.
+
+A fault hook for the crash tests: `KAGENT_TEST_CRASH_AT=<point>` makes a worker SIGKILL itself right after the
+write named by <point> (`claimed`, `round`, `running`, `sent`, `result`, `completed`): see `crash_point`.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import signal
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import F
+from django.db.models.functions import Coalesce
+
+from agents.models import Agent, AgentVersion
+from agents.selectors import searchable_sources
+from kagent.egress import EgressRecord
+from kagent.ids import new_id
+from kagent.models import EgressEvent
+from kagent.sql import execute, postgres
+from runs import transitions
+from runs.models import EndUser, Run, RunStep, ToolCall
+from runs.models import Message as ChatMessage
+
+S = Run.Status
+
+
+class Fence(enum.Enum):
+    """How a fenced write went: written; not written because the run was cancelled meanwhile (it is still ours to
+    end); not written because the run is no longer ours (another worker has it, or it ended)."""
+
+    WRITTEN = "written"
+    CANCELLED = "cancelled"
+    LOST = "lost"
+
+
+def crash_point(point: str) -> None:
+    """The crash tests' fault hook: a worker whose environment names this point dies here, as in a power cut."""
+    if os.environ.get("KAGENT_TEST_CRASH_AT") == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _loaded(value: Any) -> Any:
+    # Django's psycopg setup loads jsonb as text (for JSONField's own decoding).
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# --- run creation: what a run runs, the new run --------------------------------------------------------------------
+
+_LATEST_VERSION_SQL = """
+SELECT agent.actions_paused, version.id, version.number, version.config, version.http_tools,
+    EXISTS (
+        SELECT 1 FROM agents_knowledgesource AS source
+        WHERE source.project_id = agent.project_id AND source.searchable
+            AND (source.agent_id = agent.id OR source.agent_id IS NULL)
+    )
+FROM agents_agent AS agent
+JOIN agents_agentversion AS version ON version.agent_id = agent.id AND version.number = agent.latest_version_number
+WHERE agent.id = %(agent)s AND agent.project_id = %(project)s AND agent.deleted_at IS NULL
+"""
+
+
+def latest_version(*, project_id: str, agent_id: str) -> tuple[Agent, AgentVersion, bool] | None:
+    """The agent with its latest published version, and whether it has searchable knowledge (the rule of
+    `agents.selectors.searchable_sources`, which a test keeps equal), in one query; None when the agent isn't there
+    or has no version."""
+    if not postgres():
+        version = (
+            AgentVersion.objects.select_related("agent")
+            .filter(
+                project_id=project_id,
+                agent_id=agent_id,
+                agent__deleted_at__isnull=True,
+                number=F("agent__latest_version_number"),
+            )
+            .first()
+        )
+        if version is None:
+            return None
+        return version.agent, version, searchable_sources(project_id=project_id, agent_id=agent_id).exists()
+    rows = execute(_LATEST_VERSION_SQL, {"agent": agent_id, "project": project_id})
+    if not rows:
+        return None
+    actions_paused, version_id, number, config, http_tools, has_knowledge = rows[0]
+    agent = Agent(id=agent_id, project_id=project_id, actions_paused=actions_paused, latest_version_number=number)
+    version = AgentVersion(
+        id=version_id,
+        project_id=project_id,
+        agent=agent,
+        number=number,
+        config=_loaded(config),
+        http_tools=_loaded(http_tools),
+    )
+    for row in (agent, version):
+        row._state.adding = False
+    return agent, version, bool(has_knowledge)
+
+
+_RUN_FIELDS = tuple(Run._meta.concrete_fields)
+_INSERT_RUN_SQL = (
+    f"INSERT INTO {Run._meta.db_table} ({', '.join(f.column for f in _RUN_FIELDS)}) "
+    f"VALUES ({', '.join('%s' for _ in _RUN_FIELDS)})"
+)
+
+
+def insert_run(run: Run) -> None:
+    """A new run's row (one statement: a one-shot run is made without a transaction around it)."""
+    if not postgres():
+        run.save(force_insert=True)
+        return
+    execute(_INSERT_RUN_SQL, [f.get_db_prep_save(getattr(run, f.attname), connection) for f in _RUN_FIELDS])
+    run._state.adding = False
+
+
+# --- claim --------------------------------------------------------------------------------------------------------
+
+_RUN_COLUMNS = (
+    "id",
+    "project_id",
+    "agent_id",
+    "session_id",
+    "end_user_id",
+    "rate_key",
+    "store",
+    "sandbox",
+    "run_real_actions",
+    "config",
+    "tool_set",
+    "transcript",
+    "rounds",
+    "usage",
+    "pushbacks",
+    "claims",
+    "cancel_requested",
+    "status",
+)
+_JSON_COLUMNS = {"config", "tool_set", "transcript", "usage"}
+
+_CLAIM_SQL = f"""
+WITH claimed AS (
+    UPDATE runs_run
+    SET status = %(target)s, started_at = COALESCE(started_at, %(now)s), lease_expires_at = %(lease)s,
+        claims = claims + 1
+    WHERE id = %(run)s AND status = ANY(%(sources)s)
+    RETURNING {", ".join(_RUN_COLUMNS)}
+)
+SELECT claimed.*, end_user.external_id, end_user.traits
+FROM claimed LEFT JOIN runs_enduser AS end_user ON end_user.id = claimed.end_user_id
+"""
+
+
+def claim(run_id: str, *, now: datetime, lease_until: datetime) -> Run | None:
+    """Claims a queued run (exactly one worker wins) and loads what the engine needs of it, with its end user."""
+    move = transitions.CLAIM
+    if postgres():
+        rows = execute(
+            _CLAIM_SQL,
+            {"run": run_id, "target": move.target, "sources": list(move.sources), "now": now, "lease": lease_until},
+        )
+        if not rows:
+            return None
+        values = dict(zip((*_RUN_COLUMNS, "external_id", "traits"), rows[0], strict=True))
+        external_id, traits = values.pop("external_id"), values.pop("traits")
+        for column in _JSON_COLUMNS:
+            values[column] = _loaded(values[column])
+        run = Run(**values)
+        run._state.adding = False
+        if run.end_user_id is not None:
+            run.end_user = EndUser(
+                id=run.end_user_id, project_id=run.project_id, external_id=external_id, traits=_loaded(traits) or {}
+            )
+        else:
+            run.end_user = None
+        return run
+    claimed = transitions.transition(
+        run_id,
+        move,
+        started_at=Coalesce(F("started_at"), now),
+        lease_expires_at=lease_until,
+        claims=F("claims") + 1,
+    )
+    return Run.objects.select_related("end_user").get(pk=run_id) if claimed else None
+
+
+# --- a round: the model's step, its tool calls (the first one already decided) ------------------------------------
+
+_TOOL_CALL_COLUMNS = (
+    ("id", "text"),
+    ("project_id", "text"),
+    ("run_id", "text"),
+    ("round", "integer"),
+    ("index", "integer"),
+    ("model_call_id", "text"),
+    ("requested_name", "text"),
+    ("name", "text"),
+    ("kind", "text"),
+    ("effect", "text"),
+    ("arguments", "jsonb"),
+    ("arguments_hash", "text"),
+    ("rate_key", "text"),
+    ("policy_decision", "text"),
+    ("policy_code", "text"),
+    ("status", "text"),
+    ("result", "jsonb"),
+    ("upstream", "jsonb"),
+    ("simulated", "boolean"),
+    ("attempts", "integer"),
+    ("created_at", "timestamptz"),
+    ("started_at", "timestamptz"),
+    ("finished_at", "timestamptz"),
+)
+_STEP_INSERT = """
+    INSERT INTO runs_runstep (id, run_id, kind, round, data, created_at, duration_ms)
+    SELECT %(step_id)s, id, %(step_kind)s, %(step_round)s, %(step_data)s::jsonb, %(step_at)s, %(step_ms)s FROM {source}
+"""
+_ROUND_SQL: dict[int, str] = {}
+
+
+def _round_sql(calls: int) -> str:
+    """The round write for `calls` tool calls (one prepared statement per count)."""
+    if calls not in _ROUND_SQL:
+        columns = ", ".join(f'"{name}"' for name, _ in _TOOL_CALL_COLUMNS)
+        rows = ", ".join(
+            "(" + ", ".join(f"%(c{i}_{name})s::{kind}" for name, kind in _TOOL_CALL_COLUMNS) + ")" for i in range(calls)
+        )
+        _ROUND_SQL[calls] = f"""
+WITH held AS (
+    UPDATE runs_run
+    SET rounds = %(rounds)s, transcript = %(transcript)s::jsonb, usage = %(usage)s::jsonb, lease_expires_at = %(lease)s
+    WHERE id = %(run)s AND status = %(held_status)s AND claims = %(held_by)s
+        AND (%(despite_cancel)s OR NOT cancel_requested)
+    RETURNING id
+), step AS ({_STEP_INSERT.format(source="held")}), calls AS (
+    INSERT INTO runs_toolcall ({columns})
+    SELECT v.* FROM held, (VALUES {rows}) AS v({columns})
+)
+SELECT count(*) FROM held
+"""
+    return _ROUND_SQL[calls]
+
+
+def _step_params(step: RunStep) -> dict[str, Any]:
+    return {
+        "step_id": step.pk,
+        "step_kind": step.kind,
+        "step_round": step.round,
+        "step_data": _json(step.data),
+        "step_at": step.created_at,
+        "step_ms": step.duration_ms,
+    }
+
+
+def _call_value(call: ToolCall, column: str, kind: str) -> Any:
+    value = getattr(call, column)
+    if kind == "jsonb":
+        return None if value is None else _json(value)
+    return value
+
+
+def record_round(
+    run: Run,
+    *,
+    held_by: int,
+    rounds: int,
+    transcript: list[dict[str, Any]],
+    lease_until: datetime,
+    step: RunStep,
+    calls: Sequence[ToolCall],
+    despite_cancel: bool = False,
+) -> Fence:
+    """The model's step and the tool calls it asked for, with the round count and transcript, in one fenced write.
+    Not written when a cancel arrived (CANCELLED), unless `despite_cancel`."""
+    if postgres():
+        params: dict[str, Any] = {
+            "run": run.pk,
+            "held_status": S.IN_PROGRESS,
+            "held_by": held_by,
+            "rounds": rounds,
+            "transcript": _json(transcript),
+            "usage": _json(run.usage),
+            "lease": lease_until,
+            "despite_cancel": despite_cancel,
+            **_step_params(step),
+        }
+        for i, call in enumerate(calls):
+            for name, kind in _TOOL_CALL_COLUMNS:
+                params[f"c{i}_{name}"] = _call_value(call, name, kind)
+        if execute(_round_sql(len(calls)), params)[0][0]:
+            return Fence.WRITTEN
+        return _fence_missed(run.pk, held_by)
+    with transaction.atomic():
+        fields = {"rounds": rounds, "transcript": transcript, "usage": run.usage, "lease_expires_at": lease_until}
+        where = {} if despite_cancel else {"cancel_requested": False}
+        if not transitions.update_held(run.pk, held_by=held_by, where=where, **fields):
+            return _fence_missed(run.pk, held_by)
+        step.save(force_insert=True)
+        ToolCall.objects.bulk_create(calls)
+    return Fence.WRITTEN
+
+
+def _fence_missed(run_id: str, held_by: int) -> Fence:
+    return Fence.CANCELLED if transitions.is_held(run_id, held_by=held_by) else Fence.LOST
+
+
+# --- a tool call: sent (running), then its result ----------------------------------------------------------------
+
+_DECISION_FIELDS = ("name", "kind", "effect", "arguments", "arguments_hash", "policy_decision", "policy_code")
+_RUNNING_SQL = """
+WITH held AS (
+    UPDATE runs_run SET lease_expires_at = %(lease)s
+    WHERE id = %(run)s AND status = %(held_status)s AND claims = %(held_by)s AND NOT cancel_requested
+    RETURNING id
+)
+UPDATE runs_toolcall
+SET status = %(status)s, attempts = attempts + 1, started_at = %(now)s, name = %(name)s, kind = %(kind)s,
+    effect = %(effect)s, arguments = %(arguments)s::jsonb, arguments_hash = %(arguments_hash)s,
+    policy_decision = %(policy_decision)s, policy_code = %(policy_code)s
+WHERE id = %(call)s AND EXISTS (SELECT 1 FROM held)
+RETURNING id
+"""
+
+
+def mark_running(call: ToolCall, *, run_id: str, held_by: int, now: datetime, lease_until: datetime) -> Fence:
+    """Records that `call` is about to be sent (with its policy decision), fenced on the run and on no cancel having
+    arrived. After a crash a `running` call is sent again with the same id, never forgotten."""
+    if postgres():
+        params = {
+            "run": run_id,
+            "held_status": S.IN_PROGRESS,
+            "held_by": held_by,
+            "lease": lease_until,
+            "call": call.pk,
+            "status": ToolCall.Status.RUNNING,
+            "now": now,
+            **{name: getattr(call, name) for name in _DECISION_FIELDS},
+        }
+        params["arguments"] = None if call.arguments is None else _json(call.arguments)
+        if execute(_RUNNING_SQL, params):
+            return Fence.WRITTEN
+        return _fence_missed(run_id, held_by)
+    with transaction.atomic():
+        if not transitions.update_held(
+            run_id, held_by=held_by, where={"cancel_requested": False}, lease_expires_at=lease_until
+        ):
+            return _fence_missed(run_id, held_by)
+        ToolCall.objects.filter(pk=call.pk).update(
+            status=ToolCall.Status.RUNNING,
+            attempts=F("attempts") + 1,
+            started_at=now,
+            **{name: getattr(call, name) for name in _DECISION_FIELDS},
+        )
+    return Fence.WRITTEN
+
+
+_EGRESS_COLUMNS = (
+    "project_id",
+    "purpose",
+    "method",
+    "host",
+    "port",
+    "path",
+    "resolved_address",
+    "decision",
+    "code",
+    "status",
+    "bytes_received",
+    "duration_ms",
+    "created_at",
+)
+_RESULT_SQL = """
+UPDATE runs_toolcall SET status = %(status)s, result = %(result)s::jsonb, upstream = %(upstream)s::jsonb,
+    finished_at = %(now)s
+WHERE id = %(call)s AND status = %(running)s
+"""
+_RESULT_WITH_EGRESS_SQL = f"""
+WITH updated AS ({_RESULT_SQL})
+INSERT INTO kagent_egressevent ({", ".join(_EGRESS_COLUMNS)})
+VALUES ({", ".join(f"%(e_{name})s" for name in _EGRESS_COLUMNS)})
+"""
+
+
+def _egress_values(record: EgressRecord, now: datetime) -> dict[str, Any]:
+    return {
+        "project_id": record.project_id,
+        "purpose": record.purpose[:30],
+        "method": record.method[:10],
+        "host": record.host[:255],
+        "port": record.port,
+        "path": record.path[:500],
+        "resolved_address": record.resolved_address[:64],
+        "decision": record.decision,
+        "code": record.code[:40],
+        "status": record.status,
+        "bytes_received": record.bytes_received,
+        "duration_ms": record.duration_ms,
+        "created_at": now,
+    }
+
+
+def record_result(call: ToolCall, *, now: datetime, egress: Sequence[EgressRecord] = ()) -> None:
+    """A sent call's outcome and the egress log rows of its attempt, together. Only a call still `running` takes the
+    result (a run that ended meanwhile closed its calls)."""
+    params: dict[str, Any] = {
+        "call": call.pk,
+        "status": call.status,
+        "running": ToolCall.Status.RUNNING,
+        "result": None if call.result is None else _json(call.result),
+        "upstream": None if call.upstream is None else _json(call.upstream),
+        "now": now,
+    }
+    if postgres():
+        records = list(egress)
+        if len(records) == 1:
+            params.update({f"e_{k}": v for k, v in _egress_values(records[0], now).items()})
+            execute(_RESULT_WITH_EGRESS_SQL, params)
+            return
+        execute(_RESULT_SQL, params)
+        if records:
+            EgressEvent.objects.bulk_create([EgressEvent(**_egress_values(r, now)) for r in records])
+        return
+    with transaction.atomic():
+        ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.RUNNING).update(
+            status=call.status, result=call.result, upstream=call.upstream, finished_at=now
+        )
+        if egress:
+            EgressEvent.objects.bulk_create([EgressEvent(**_egress_values(r, now)) for r in egress])
+
+
+# --- the end: completed with the answer --------------------------------------------------------------------------
+
+_COMPLETE_SQL = f"""
+WITH done AS (
+    UPDATE runs_run
+    SET status = %(target)s, output = %(output)s::jsonb, completed_at = %(now)s, lease_expires_at = NULL,
+        transcript = %(transcript)s::jsonb, usage = %(usage)s::jsonb
+    WHERE id = %(run)s AND status = ANY(%(sources)s) AND claims = %(held_by)s AND NOT cancel_requested
+    RETURNING id, project_id, session_id
+), step AS ({_STEP_INSERT.format(source="done")}), message AS (
+    INSERT INTO runs_message (id, project_id, session_id, run_id, role, content, created_at)
+    SELECT %(message_id)s, project_id, session_id, id, %(role)s, %(text)s, %(now)s
+    FROM done WHERE session_id IS NOT NULL
+)
+SELECT count(*) FROM done
+"""
+
+
+def complete(
+    run: Run,
+    *,
+    held_by: int,
+    text: str,
+    output: dict[str, Any],
+    transcript: list[dict[str, Any]],
+    step: RunStep,
+    now: datetime,
+) -> Fence:
+    """The run completed with its answer: the final step and, in a session, the assistant's message, in one write."""
+    move = transitions.COMPLETE
+    if postgres():
+        params = {
+            "run": run.pk,
+            "target": move.target,
+            "sources": list(move.sources),
+            "held_by": held_by,
+            "output": _json(output),
+            "transcript": _json(transcript),
+            "usage": _json(run.usage),
+            "now": now,
+            "message_id": new_id("msg"),
+            "role": ChatMessage.Role.ASSISTANT,
+            "text": text,
+            **_step_params(step),
+        }
+        if execute(_COMPLETE_SQL, params)[0][0]:
+            return Fence.WRITTEN
+        return _fence_missed(run.pk, held_by)
+    with transaction.atomic():
+        if not transitions.transition(
+            run.pk,
+            move,
+            held_by=held_by,
+            where={"cancel_requested": False},
+            output=output,
+            completed_at=now,
+            lease_expires_at=None,
+            transcript=transcript,
+            usage=run.usage,
+        ):
+            return _fence_missed(run.pk, held_by)
+        step.save(force_insert=True)
+        if run.session_id is not None:  # one-shot runs keep their text on the run itself
+            ChatMessage.objects.create(
+                project_id=run.project_id,
+                session_id=run.session_id,
+                run_id=run.pk,
+                role=ChatMessage.Role.ASSISTANT,
+                content=text,
+                created_at=now,
+            )
+    return Fence.WRITTEN
