@@ -11,7 +11,8 @@ What doesn't change: every write that touches a run names the claim this worker 
 before it is sent and its result (with the egress log row of the attempt) right after it returns.
 
 A fault hook for the crash tests: `KAGENT_TEST_CRASH_AT=<point>` makes a worker SIGKILL itself right after the
-write named by <point> (`claimed`, `round`, `running`, `sent`, `result`, `completed`): see `crash_point`.
+write named by <point> (`claimed`, `round`, `running`, `sent`, `result`, `completed`) — once, when
+`KAGENT_TEST_CRASH_MARKER` names a file it may create. See `crash_point`; never set in production.
 """
 
 from __future__ import annotations
@@ -52,8 +53,15 @@ class Fence(enum.Enum):
 
 def crash_point(point: str) -> None:
     """The crash tests' fault hook: a worker whose environment names this point dies here, as in a power cut."""
-    if os.environ.get("KAGENT_TEST_CRASH_AT") == point:
-        os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get("KAGENT_TEST_CRASH_AT") != point:
+        return
+    marker = os.environ.get("KAGENT_TEST_CRASH_MARKER")
+    if marker:
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return  # this worker already died here once
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _loaded(value: Any) -> Any:
