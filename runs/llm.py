@@ -5,7 +5,7 @@ The transcript of a run is a list of `Message`s, stored as JSON on the run so a 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Role = Literal["user", "assistant", "tool", "notice"]
@@ -37,9 +37,19 @@ class Message:
     name: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["tool_calls"] = [asdict(call) for call in self.tool_calls]
-        return {key: value for key, value in data.items() if value not in (None, "", [])} | {"role": self.role}
+        """The stored form: empty fields left out."""
+        data: dict[str, Any] = {"role": self.role}
+        if self.content:
+            data["content"] = self.content
+        if self.tool_calls:
+            data["tool_calls"] = [
+                {"id": call.id, "name": call.name, "arguments": call.arguments} for call in self.tool_calls
+            ]
+        if self.tool_call_id:
+            data["tool_call_id"] = self.tool_call_id
+        if self.name:
+            data["name"] = self.name
+        return data
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Message:

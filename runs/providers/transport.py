@@ -91,34 +91,41 @@ OPERATOR_CONNECT_TIMEOUT_S = 5.0
 OPERATOR_TOTAL_TIMEOUT_S = 60.0  # override with settings.KAGENT_LLM_TIMEOUT_S
 MAX_ANSWER_BYTES = 8 * 1024 * 1024  # a chat answer is kilobytes; this only stops a broken endpoint filling memory
 
-_operator_client: httpx.Client | None = None
+_operator_client: httpx.HTTPTransport | None = None
 _operator_pid: int | None = None
 _operator_lock = threading.Lock()
 
 
-def _operator_http() -> httpx.Client:
-    """One pooled client per process (a forked Celery worker gets its own: sockets are never shared across forks)."""
+def _operator_http() -> httpx.HTTPTransport:
+    """One pooled transport per process (a forked Celery worker gets its own: sockets are never shared across
+    forks). Requests go straight to it: no cookie jar, auth or redirect handling to run on every model call."""
     global _operator_client, _operator_pid
     with _operator_lock:
         if _operator_client is None or _operator_pid != os.getpid():
-            _operator_client = httpx.Client(
-                # Trusted operator configuration, but no environment proxies: the endpoint is named explicitly.
-                trust_env=False,
-                follow_redirects=False,
-                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
-                headers={"User-Agent": USER_AGENT},
+            # Trusted operator configuration, but no environment proxies: the endpoint is named explicitly.
+            _operator_client = httpx.HTTPTransport(
+                trust_env=False, limits=httpx.Limits(max_connections=100, max_keepalive_connections=20)
             )
             _operator_pid = os.getpid()
         return _operator_client
 
 
 def operator_post(url: str, *, headers: dict[str, str], body: bytes, secrets: Sequence[str]) -> HttpAnswer:
-    """POST to the operator's endpoint with a total deadline (httpx has only per-operation timeouts)."""
+    """POST to the operator's endpoint with a total deadline (httpx has only per-operation timeouts). A redirect is
+    not followed: it comes back as the answer's status."""
     total = float(getattr(settings, "KAGENT_LLM_TIMEOUT_S", None) or OPERATOR_TOTAL_TIMEOUT_S)
     deadline = time.monotonic() + total
     timeout = httpx.Timeout(total, connect=min(OPERATOR_CONNECT_TIMEOUT_S, total))
     try:
-        with _operator_http().stream("POST", url, headers=headers, content=body, timeout=timeout) as response:
+        request = httpx.Request(
+            "POST",
+            url,
+            headers={"User-Agent": USER_AGENT, **headers},
+            content=body,
+            extensions={"timeout": timeout.as_dict()},
+        )
+        response = _operator_http().handle_request(request)
+        try:
             chunks: list[bytes] = []
             size = 0
             for chunk in response.iter_bytes():
@@ -134,6 +141,8 @@ def operator_post(url: str, *, headers: dict[str, str], body: bytes, secrets: Se
                 headers={k.lower(): v for k, v in response.headers.items()},
                 body=b"".join(chunks),
             )
+        finally:
+            response.close()
     except httpx.TimeoutException:
         raise ModelError(f"the model endpoint did not answer within {total:g}s", retryable=True) from None
     except httpx.UnsupportedProtocol:
