@@ -2,9 +2,9 @@
 
 The rows are what `response.items_path` leads to; of each row only the `response.fields` listed (up to 12, with
 their labels) are kept, cleaned like shaped values (control, bidi and zero-width characters removed, Arabic joiners
-kept). Each row becomes a section of Markdown: with two fields or more, the first field's value is its heading (a
-FAQ's question, a product's name) and the others are `Label: value` lines; so each row is its own passage (or more,
-when it is long) and is found by its heading.
+kept). Each row becomes `Label: value` lines; with two fields or more they are a section of Markdown headed by the
+first value (a FAQ's question, a product's name), so each row is its own passage (or more, when it is long) with
+that heading in its title.
 """
 
 from __future__ import annotations
@@ -53,10 +53,9 @@ def rows_text(*, body: bytes, response_config: dict[str, Any]) -> tuple[str, int
         values = [(label, text) for label, text in values if text]
         if not values:
             continue
-        if len(values) >= 2:
-            lines = [f"## {values[0][1][:200]}", *(f"{label}: {text}" for label, text in values[1:])]
-        else:
-            lines = [f"{values[0][0]}: {values[0][1]}"]
+        lines = [f"{label}: {text}" for label, text in values]
+        if len(fields) >= 2:
+            lines.insert(0, f"## {values[0][1][:200]}")
         section = "\n".join(lines)
         if size + len(section) > MAX_CONTENT_CHARS:
             break

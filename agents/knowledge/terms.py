@@ -38,14 +38,68 @@ ENGLISH_STOP_WORDS: Final = frozenset(
     here hers herself him himself his how i if in into is it its itself just me more most my myself no nor not of off
     on once only or other our ours ourselves out over own please same she should so some such than thank thanks that
     the their theirs them themselves then there these they this those through to too under until up very was we were
-    what when where which while who whom why will with would you your yours yourself yourselves hi hello""".split()
+    what when where which while who whom why will with would you your yours yourself yourselves hi hello many
+    much""".split()
 )
 # Folded forms (see normalize_arabic): question words, prepositions, pronouns, particles, demonstratives.
 ARABIC_STOP_WORDS: Final = frozenset(
     """في من علي الي عن مع هل ما ماذا لماذا كيف متي اين كم اي ايه هذا هذه ذلك تلك هناك هنا الذي التي الذين اللذين
     او ام ثم بل لكن حتي اذا اذ ان انه انها لان كان كانت يكون تكون قد لقد لم لن لا نعم ليس غير عند عندي عندكم لدي لديكم
     انا انت انتم انتي نحن هو هي هم هن كل بعض جدا فقط ايضا يا لو مثل بين بعد قبل حول دون منذ ضمن تجاه وهل وما وكيف
-    ومتي واين وكم ممكن يمكنني اريد ابغي ابي عايز بدي لو سمحت شكرا مرحبا السلام عليكم""".split()
+    ومتي واين وكم ممكن يمكنني اريد ابغي ابي عايز بدي لو سمحت شكرا مرحبا السلام عليكم مو مش وش ايش شو ليش وين اللي
+    عشان علشان يعني بس هاذا هذي""".split()
+)
+
+# Words customers and help pages use for the same thing (English spelling variants too). Each word of a group also
+# gives the group's first word's term, so either wording finds the other. Kept to the shop's everyday vocabulary.
+SYNONYM_GROUPS: Final = (
+    "parcel package shipment",
+    "standard normal regular usual",
+    "delivery shipping deliver ship",
+    "refund reimbursement reimburse",
+    "store shop branch outlet",
+    "phone mobile smartphone cellphone",
+    "bag handbag purse",
+    "exchange swap",
+    "gift present",
+    "purchase buy bought",
+    "invoice receipt bill",
+    "instalment installment instalments installments",
+    "cancelled canceled cancelling canceling",
+    "colour color",
+    "jewellery jewelry",
+    "programme program",
+    "centre center",
+    "authorisation authorization",
+    "personalised personalized",
+    "fridge refrigerator",
+    "tv television",
+    "laptop notebook",
+    "courier driver",
+    "warranty guarantee",
+    "company corporate business",
+    "price cost",
+    "faulty defective broken",
+    "payment pay paid",
+    "send sent",
+    "lose lost",
+    "sell sold",
+    "wear wore worn",
+    "جوال هاتف موبايل تلفون",
+    "حقيبه شنطه",
+    "نقدا كاش كاشا نقد",
+    "مبلغ فلوس",
+    "استرداد استرجاع",
+    "شحن توصيل",
+    "استبدال تبديل",
+    "فرع محل معرض",
+    "دوام",
+    "تصليح اصلاح صيانه",
+    "مكيف تكييف",
+    "مرور سر",
+    "مندوب سائق",
+    "فاتوره ايصال",
+    "طرد كرتون",
 )
 
 
@@ -189,7 +243,7 @@ _ARTICLES: Final = ("وبال", "وكال", "وال", "فال", "بال", "كا�
 _CONJUNCTIONS: Final = ("و", "ف")
 _PREPOSITIONS: Final = ("ب", "ل", "ك", "ف")
 _PRONOUN_SUFFIXES: Final = ("هما", "كما", "هم", "هن", "كم", "نا", "ها", "ك", "ه", "ي")
-_FORM_SUFFIXES: Final = ("ات", "ون", "ين", "ان", "يه", "ه", "ي", "ا")
+_FORM_SUFFIXES: Final = ("ات", "ون", "ين", "ان", "وا", "تم", "يه", "ه", "ي", "ا", "ت")
 _MIN_STEM: Final = 3
 
 
@@ -204,6 +258,25 @@ def _strip_suffixes(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= _MIN_STEM:
             return word[: -len(suffix)]
     return word
+
+
+def _root(stem: str) -> str | None:
+    """The three root letters of a stem of a common verb or noun pattern, so a question's verb finds the document's
+    noun: ادفع/دفع, احول/تحويل, ارجع/ارجاع/استرجاع, عطر/عطور, فتح/مفتوح. None for other shapes."""
+    n = len(stem)
+    if n == 4 and stem[0] in "ايتن":  # أفعل يفعل تفعل نفعل: the imperfect verb
+        return stem[1:]
+    if n == 4 and stem[2] == "و":  # فعول: a broken plural
+        return stem[0] + stem[1] + stem[3]
+    if n == 5 and ((stem[0] == "ت" and stem[3] == "ي") or (stem[0] == "ا" and stem[3] == "ا")):  # تفعيل إفعال أفعال
+        return stem[1] + stem[2] + stem[4]
+    if n == 5 and stem[0] == "م" and stem[3] == "و":  # مفعول
+        return stem[1] + stem[2] + stem[4]
+    if n == 6 and stem.startswith("است"):  # استفعل
+        return stem[3:]
+    if n == 7 and stem.startswith("است") and stem[5] == "ا":  # استفعال
+        return stem[3] + stem[4] + stem[6]
+    return None
 
 
 @lru_cache(maxsize=50_000)
@@ -229,18 +302,45 @@ def arabic_stems(word: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=1)
+def _synonyms() -> dict[str, str]:
+    """Each term of a group's words -> the term of the group's first word."""
+    out: dict[str, str] = {}
+    for group in SYNONYM_GROUPS:
+        words = [fold(word) for word in group.split()]
+        canonical = _forms(words[0])[-1]
+        for word in words[1:]:
+            for term in _forms(word):
+                out.setdefault(term, canonical)
+    return out
+
+
 def _word_terms(word: str) -> list[str]:
+    found = _forms(word)
+    synonyms = _synonyms()
+    for term in list(found):
+        canonical = synonyms.get(term)
+        if canonical is not None and canonical not in found:
+            found.append(canonical)
+    return found
+
+
+def _forms(word: str) -> list[str]:
     if word.isdigit():
         return [word.lstrip("0") or "0"]
     if len(word) < 2 or len(word) > _MAX_WORD:
         return []
     if _ARABIC_RE.search(word):
-        if word in ARABIC_STOP_WORDS:
+        if word in ARABIC_STOP_WORDS or (word[0] in "وف" and word[1:] in ARABIC_STOP_WORDS):
             return []
         found = [word]
-        for stem in arabic_stems(word):
+        stems = arabic_stems(word)
+        roots = [root for root in map(_root, stems[:1]) if root]
+        for stem in stems:
             if stem not in found and stem not in ARABIC_STOP_WORDS and len(stem) >= 2:
                 found.append(stem)
+        # A root is not a word of its own: حول (to turn, from تحويل) is kept though the word حول is a stop word.
+        found += [root for root in roots if root not in found]
         return found
     if word in ENGLISH_STOP_WORDS:
         return []
