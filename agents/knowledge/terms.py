@@ -315,14 +315,15 @@ def _synonyms() -> dict[str, str]:
     return out
 
 
-def _word_terms(word: str) -> list[str]:
+@lru_cache(maxsize=100_000)
+def _word_terms(word: str) -> tuple[str, ...]:
     found = _forms(word)
     synonyms = _synonyms()
     for term in list(found):
         canonical = synonyms.get(term)
         if canonical is not None and canonical not in found:
             found.append(canonical)
-    return found
+    return tuple(found)
 
 
 def _forms(word: str) -> list[str]:
