@@ -13,8 +13,10 @@ from rest_framework.response import Response
 from agents import selectors, services
 from agents.resources import AGENT, KNOWLEDGE_SOURCE, VERSION
 from kagent.api import ProjectApi, paginate
-from kagent.inputs import Input
+from kagent.errors import Unprocessable
+from kagent.inputs import UNSET, Input, is_set
 from kagent.openapi import list_of
+from tools.validation import RESPONSE_FIELD_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -160,24 +162,32 @@ MAX_KNOWLEDGE_CONTENT = 100_000
 
 
 @dataclass(frozen=True)
-class KnowledgeSourceCreate:
+class KnowledgeSourceWrite:
     agent: str | None
     title: str
     kind: str
-    content: str
+    content: str | None
+    url: str | None
+    response: dict[str, Any] | None
+    refresh_minutes: int | None
     searchable: bool
 
 
-KNOWLEDGE_SOURCE_CREATE = Input(
+_RESPONSE_MESSAGE = (
+    "response is {items_path, fields: [{path, label}] (1 to 12), max_items (1 to 1000)}: which rows of the JSON "
+    "become passages and which of their fields, with labels."
+)
+
+KNOWLEDGE_SOURCE_WRITE = Input(
     {
         "type": "object",
         "additionalProperties": False,
-        "required": ["title", "content"],
+        "required": ["title"],
         "properties": {
             "agent": {
                 "type": ["string", "null"],
                 "default": None,
-                "description": "the agent that searches it; null: every agent of the project",
+                "description": "the agent that searches it; null: every agent of the project. Set on create only.",
                 "x-message": "agent is the id of an agent of this project, or null.",
             },
             "title": {
@@ -187,19 +197,63 @@ KNOWLEDGE_SOURCE_CREATE = Input(
                 "pattern": r"\S",
                 "x-message": "title is a non-empty string of at most 200 characters.",
             },
-            "kind": {"enum": ["text", "api"], "default": "text", "x-message": "kind is text."},
+            "kind": {
+                "enum": ["text", "api"],
+                "default": "text",
+                "description": "text: Markdown written here; api: JSON fetched from `url`. Set on create only.",
+                "x-message": "kind is text or api.",
+            },
             "content": {
-                "type": "string",
+                "type": ["string", "null"],
                 "minLength": 1,
                 "maxLength": MAX_KNOWLEDGE_CONTENT,
                 "pattern": r"\S",
+                "default": None,
+                "description": "text sources: Markdown, split into passages by headings and paragraphs",
                 "x-message": f"content is a non-empty string of at most {MAX_KNOWLEDGE_CONTENT} characters.",
+            },
+            "url": {
+                "type": ["string", "null"],
+                "minLength": 1,
+                "maxLength": 2048,
+                "default": None,
+                "description": "api sources: https://host[:443|8443]/path, fetched (GET, signed like tool calls) "
+                "through the outbound client",
+                "x-code": "invalid_url",
+                "x-message": "url is an https:// URL of at most 2048 characters.",
+            },
+            "response": {
+                "type": ["object", "null"],
+                "default": None,
+                "additionalProperties": False,
+                "required": ["fields"],
+                "properties": {
+                    "items_path": {"type": "string", "maxLength": 200},
+                    "fields": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": 12,
+                        "items": RESPONSE_FIELD_SCHEMA,
+                    },
+                    "max_items": {"type": "integer", "minimum": 1, "maximum": 1000},
+                },
+                "description": "api sources: which rows and fields of the JSON become passages",
+                "x-message": _RESPONSE_MESSAGE,
+            },
+            "refresh_minutes": {
+                "type": ["integer", "null"],
+                "minimum": 15,
+                "maximum": 10080,
+                "default": None,
+                "description": "api sources: minutes between fetches, 15 to 10080 (a week); default 60",
+                "x-message": "refresh_minutes is a whole number of minutes from 15 to 10080.",
             },
             "searchable": {"type": "boolean", "default": True, "x-message": "searchable is true or false."},
         },
     },
-    KnowledgeSourceCreate,
+    KnowledgeSourceWrite,
 )
+_CREATE_ONLY = ("agent", "kind")
 
 
 class KnowledgeSourceListCreateApi(ProjectApi):
@@ -210,11 +264,11 @@ class KnowledgeSourceListCreateApi(ProjectApi):
 
     @extend_schema(
         operation_id="knowledge_sources_create",
-        request=KNOWLEDGE_SOURCE_CREATE.body,
+        request=KNOWLEDGE_SOURCE_WRITE.body,
         responses={201: KNOWLEDGE_SOURCE.ref},
     )
     def post(self, request: Request) -> Response:
-        body = KNOWLEDGE_SOURCE_CREATE.parse(request.data)
+        body = KNOWLEDGE_SOURCE_WRITE.parse(request.data)
         agent = selectors.agent_get(project=self.project, agent_id=body.agent) if body.agent is not None else None
         source = services.knowledge_source_create(
             project=self.project,
@@ -222,6 +276,9 @@ class KnowledgeSourceListCreateApi(ProjectApi):
             title=body.title,
             kind=body.kind,
             content=body.content,
+            url=body.url,
+            response=body.response,
+            refresh_minutes=body.refresh_minutes,
             searchable=body.searchable,
         )
         return Response(KNOWLEDGE_SOURCE.render(source), status=status.HTTP_201_CREATED)
@@ -234,8 +291,50 @@ class KnowledgeSourceDetailApi(ProjectApi):
             KNOWLEDGE_SOURCE.render(selectors.knowledge_source_get(project=self.project, source_id=source_id))
         )
 
+    @extend_schema(
+        operation_id="knowledge_sources_update",
+        request=KNOWLEDGE_SOURCE_WRITE.body,
+        responses={200: KNOWLEDGE_SOURCE.ref},
+        description="Change title, content (text), url, response, refresh_minutes (api) or searchable. "
+        "agent and kind are set on create only.",
+    )
+    def patch(self, request: Request, source_id: str) -> Response:
+        source = selectors.knowledge_source_get(project=self.project, source_id=source_id)
+        body = KNOWLEDGE_SOURCE_WRITE.parse(request.data, partial=True)
+        for name in _CREATE_ONLY:
+            if is_set(getattr(body, name)):
+                raise Unprocessable(
+                    "invalid_request",
+                    f"{name} is set when a source is created; create a new source instead.",
+                    details=[{"path": f"$.{name}", "message": "can't be changed"}],
+                )
+        source = services.knowledge_source_update(
+            source=source,
+            title=body.title,
+            content=body.content if body.content is not None else UNSET,
+            url=body.url if body.url is not None else UNSET,
+            response=body.response if body.response is not None else UNSET,
+            refresh_minutes=body.refresh_minutes if body.refresh_minutes is not None else UNSET,
+            searchable=body.searchable,
+        )
+        return Response(KNOWLEDGE_SOURCE.render(source))
+
     @extend_schema(operation_id="knowledge_sources_delete", request=None, responses={200: {"type": "object"}})
     def delete(self, request: Request, source_id: str) -> Response:
         source = selectors.knowledge_source_get(project=self.project, source_id=source_id)
         services.knowledge_source_delete(source=source)
         return Response({"id": source_id, "object": "knowledge_source", "deleted": True})
+
+
+class KnowledgeSourceRefreshApi(ProjectApi):
+    @extend_schema(
+        operation_id="knowledge_sources_refresh",
+        request=None,
+        responses={202: KNOWLEDGE_SOURCE.ref},
+        description="Fetch an api source now (a worker does it; `fetch` shows the outcome). 409 not_refreshable "
+        "for text sources.",
+    )
+    def post(self, request: Request, source_id: str) -> Response:
+        source = selectors.knowledge_source_get(project=self.project, source_id=source_id)
+        source = services.knowledge_source_refresh(source=source)
+        return Response(KNOWLEDGE_SOURCE.render(source), status=status.HTTP_202_ACCEPTED)

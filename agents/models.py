@@ -48,20 +48,65 @@ class AgentVersion(models.Model):
 
 
 class KnowledgeSource(models.Model):
-    """Text the agent can search with `search_knowledge` (for an agent, or for the whole project when agent is null)."""
+    """What the agent can search with `search_knowledge` (for an agent, or for the whole project when agent is null):
+    a `text` (Markdown) source written here, or an `api` source fetched from the business's URL on a schedule.
+    Either way it is searched through its passages (KnowledgePassage)."""
 
     class Kind(models.TextChoices):
         TEXT = "text"
         API = "api"
+
+    class FetchStatus(models.TextChoices):
+        NONE = "", "not fetched yet"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
 
     id = PrefixedIdField(prefix="ks")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="knowledge_sources")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, null=True, blank=True, related_name="knowledge")
     title = models.CharField(max_length=200)
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.TEXT)
+    # text: as written; api: the text made from the last good fetch (what the passages were split from).
     content = models.TextField(blank=True)
     url = models.CharField(max_length=2048, blank=True)
     response = models.JSONField(default=dict)
     searchable = models.BooleanField(default=True)
+    # api sources: the schedule, and the last fetch (a failed one keeps the passages of the last good one).
+    refresh_minutes = models.IntegerField(null=True, blank=True)
+    next_fetch_at = models.DateTimeField(null=True, blank=True)
+    fetch_queued_at = models.DateTimeField(null=True, blank=True)
+    last_fetch_status = models.CharField(max_length=10, choices=FetchStatus.choices, blank=True, default="")
+    last_fetch_at = models.DateTimeField(null=True, blank=True)
+    last_fetch_error = models.CharField(max_length=40, blank=True)
+    last_fetch_http_status = models.IntegerField(null=True, blank=True)
+    # The index: how many passages, and the version of agents.knowledge.terms they were indexed with.
+    passage_count = models.IntegerField(default=0)
+    index_version = models.IntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["project", "agent"]),
+            models.Index(fields=["next_fetch_at"], name="knowledge_next_fetch", condition=models.Q(kind="api")),
+        ]
+
+
+class KnowledgePassage(models.Model):
+    """A part of a knowledge source, the unit `search_knowledge` finds and returns.
+
+    The search index is not a Django field: on PostgreSQL the column `search_vector` (tsvector, GIN index) of this
+    table, on SQLite the FTS5 table `agents_knowledgepassage_fts` (rowid = this id). Both are written in the same
+    transaction as the passage rows (agents.knowledge.index), and go away with them.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    source = models.ForeignKey(KnowledgeSource, on_delete=models.CASCADE, related_name="passages")
+    position = models.IntegerField()
+    title = models.CharField(max_length=300)
+    text = models.TextField()
+    # Terms in the title and text (the document length of BM25).
+    term_count = models.IntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["source", "position"])]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from agents.config import AGENT_CONFIG_SCHEMA
 from agents.models import Agent, AgentVersion, KnowledgeSource
 from kagent.openapi import component
-from kagent.rendering import Const, Field, Resource, Timestamp
+from kagent.rendering import Const, Field, Resource, Timestamp, unix
 
 AGENT_CONFIG = component("AgentConfig", AGENT_CONFIG_SCHEMA)
 
@@ -39,16 +41,88 @@ VERSION: Resource[AgentVersion] = Resource(
     },
 )
 
+KNOWLEDGE_RESPONSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "How the API's JSON becomes passages, like an HTTP tool's `response`: the rows at "
+    "`items_path`, of each only the `fields` listed, with their labels. With two fields or more, the first field's "
+    "value is the row's heading (a question, a product's name).",
+    "properties": {
+        "items_path": {"type": "string"},
+        "fields": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["path", "label"],
+                "properties": {"path": {"type": "string"}, "label": {"type": "string"}},
+            },
+        },
+        "max_items": {"type": "integer"},
+    },
+}
+
+
+def _fetch(source: KnowledgeSource) -> dict[str, Any] | None:
+    if source.kind != KnowledgeSource.Kind.API:
+        return None
+    return {
+        "status": source.last_fetch_status or None,
+        "at": unix(source.last_fetch_at),
+        "error_code": source.last_fetch_error or None,
+        "http_status": source.last_fetch_http_status,
+        "queued": source.fetch_queued_at is not None,
+        "next_at": unix(source.next_fetch_at),
+    }
+
+
 KNOWLEDGE_SOURCE: Resource[KnowledgeSource] = Resource(
     "KnowledgeSource",
     {
-        "id": Field({"type": "string"}, "pk"),
+        "id": Field({"type": "string", "example": "ks_01j…"}, "pk"),
         "object": Const("knowledge_source"),
         "agent": Field({"type": ["string", "null"], "description": "null: every agent of the project"}, "agent_id"),
         "title": Field({"type": "string"}, "title"),
-        "kind": Field({"enum": ["text"]}, "kind"),
-        "content": Field({"type": "string"}, "content"),
+        "kind": Field({"enum": ["text", "api"]}, "kind"),
+        "content": Field(
+            {
+                "type": "string",
+                "description": "text: the Markdown as written; api: the text made from the last good fetch",
+            },
+            "content",
+        ),
+        "url": Field({"type": ["string", "null"]}, lambda s: s.url if s.kind == KnowledgeSource.Kind.API else None),
+        "response": Field(
+            {"oneOf": [KNOWLEDGE_RESPONSE_SCHEMA, {"type": "null"}]},
+            lambda s: s.response if s.kind == KnowledgeSource.Kind.API else None,
+        ),
+        "refresh_minutes": Field(
+            {"type": ["integer", "null"], "description": "api: minutes between fetches (at least 15)"},
+            "refresh_minutes",
+        ),
+        "fetch": Field(
+            {
+                "description": "api: the last fetch (a failed one keeps the passages of the last good one); "
+                "null for text sources",
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "required": ["status", "at", "error_code", "http_status", "queued", "next_at"],
+                        "properties": {
+                            "status": {"enum": ["succeeded", "failed", None], "description": "null: not fetched yet"},
+                            "at": {"type": ["integer", "null"], "description": "Unix seconds"},
+                            "error_code": {"type": ["string", "null"]},
+                            "http_status": {"type": ["integer", "null"]},
+                            "queued": {"type": "boolean", "description": "a fetch is waiting for a worker"},
+                            "next_at": {"type": ["integer", "null"], "description": "the next scheduled fetch"},
+                        },
+                    },
+                    {"type": "null"},
+                ],
+            },
+            _fetch,
+        ),
+        "passages": Field({"type": "integer", "description": "how many passages it is searched as"}, "passage_count"),
         "searchable": Field({"type": "boolean"}, "searchable"),
+        "created_at": Timestamp("created_at"),
         "updated_at": Timestamp("updated_at"),
     },
 )

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from django.db import connection
 from django.db.models import Q, QuerySet
 
+from agents.knowledge import index
+from agents.knowledge.terms import query_terms
 from agents.models import Agent, AgentVersion, KnowledgeSource
 from kagent.errors import NotFound
 from kagent.models import Project
@@ -44,6 +47,14 @@ def searchable_sources(*, project_id: str, agent_id: str) -> QuerySet[KnowledgeS
     """What `search_knowledge` searches for an agent: its own searchable sources and the project's shared ones."""
     return KnowledgeSource.objects.filter(project_id=project_id, searchable=True).filter(
         Q(agent_id=agent_id) | Q(agent__isnull=True)
+    )
+
+
+def knowledge_search(*, project_id: str, agent_id: str, query: str, limit: int = 3) -> list[index.Hit]:
+    """The agent's best passages for `query`, best first: one ranked query on the search index, over its own
+    searchable sources and the project's shared ones."""
+    return index.search(
+        connection, project_id=project_id, agent_id=agent_id, terms=query_terms(query), limit=max(1, min(limit, 20))
     )
 
 

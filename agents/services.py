@@ -1,20 +1,31 @@
-"""Writes for agents: create, update the draft, delete, publish an immutable version."""
+"""Writes for agents: create, update the draft, delete, publish an immutable version; knowledge sources: write
+(split and indexed in the same transaction), fetch API sources, refresh them on schedule and on demand."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from agents.config import validate_config
-from agents.models import Agent, AgentVersion, KnowledgeSource
-from kagent.errors import Unprocessable
+from agents.knowledge.fetch import FetchOutcome, fetch_source
+from agents.knowledge.index import replace_passages
+from agents.knowledge.passages import split_text
+from agents.knowledge.terms import TERMS_VERSION
+from agents.models import Agent, AgentVersion, KnowledgePassage, KnowledgeSource
+from kagent.celery import app as celery_app
+from kagent.egress import EgressError, url_check
+from kagent.errors import Conflict, Unprocessable
 from kagent.inputs import UNSET, is_set
 from kagent.merge_patch import merge_patch
-from kagent.models import Project
+from kagent.models import Project, SigningSecret
+from kagent.secrets import signing_secrets_valid
 from tools import builtins
 from tools.models import HttpTool
+from tools.validation import split_url
 
 
 def agent_create(
@@ -96,24 +107,257 @@ def agent_publish(*, agent: Agent, note: str | None = "") -> AgentVersion:
 
 # --- knowledge ----------------------------------------------------------------------------------------------------
 
+DEFAULT_REFRESH_MINUTES = 60
+MIN_REFRESH_MINUTES = 15
+# A queued fetch that hasn't finished in this long is taken as lost (a worker died): another may be queued.
+FETCH_QUEUE_STALE = timedelta(minutes=10)
+FETCH_TASK = "agents.knowledge_fetch"
+REINDEX_BATCH = 20
 
+
+def _kind_refusal(field: str, kind: str) -> Unprocessable:
+    other = "api" if kind == KnowledgeSource.Kind.TEXT else "text"
+    message = f"{field} is for {other} sources; this source is {kind}."
+    return Unprocessable("invalid_request", message, details=[{"path": f"$.{field}", "message": message}])
+
+
+def knowledge_url_check(url: str) -> str:
+    """An API source's URL: checked like an HTTP tool's (https, port 443 or 8443, a host name, no user information),
+    fetched as written (no placeholders: no identity or secret can be put in it), and one the outbound client takes."""
+    if "{{" in url or "}}" in url:
+        raise Unprocessable(
+            "invalid_url",
+            "A knowledge source's URL is fetched as written: it can't hold placeholders.",
+            details=[{"path": "$.url", "message": "placeholders are not allowed"}],
+        )
+    try:
+        split_url(url)
+        url_check(url)
+    except Unprocessable as exc:
+        raise Unprocessable(exc.code, exc.message, details=[{"path": "$.url", "message": exc.message}]) from None
+    except EgressError as exc:
+        message = f"K-Agent won't fetch this URL: {exc.message}."
+        raise Unprocessable("invalid_url", message, details=[{"path": "$.url", "message": message}]) from None
+    return url
+
+
+def _reindex(source: KnowledgeSource) -> None:
+    """The source's passages made again from its title and content; in the caller's transaction."""
+    count = replace_passages(
+        connection=connection,
+        passage_model=KnowledgePassage,
+        project_id=source.project_id,
+        source_id=source.pk,
+        drafts=split_text(source_title=source.title, content=source.content),
+    )
+    KnowledgeSource.objects.filter(pk=source.pk).update(passage_count=count, index_version=TERMS_VERSION)
+    source.passage_count, source.index_version = count, TERMS_VERSION
+
+
+def _queue_fetch(source: KnowledgeSource) -> bool:
+    """Queues one fetch of an API source after commit, unless one is queued already. Whether it queued one."""
+    now = timezone.now()
+    claimed = (
+        KnowledgeSource.objects.filter(pk=source.pk, kind=KnowledgeSource.Kind.API)
+        .filter(Q(fetch_queued_at__isnull=True) | Q(fetch_queued_at__lt=now - FETCH_QUEUE_STALE))
+        .update(fetch_queued_at=now)
+    )
+    if claimed:
+        source.fetch_queued_at = now
+        source_id = source.pk
+        transaction.on_commit(lambda: celery_app.send_task(FETCH_TASK, args=(source_id,)))
+    return bool(claimed)
+
+
+@transaction.atomic
 def knowledge_source_create(
     *,
     project: Project,
     title: str,
-    content: str,
     agent: Agent | None = None,
     kind: str = KnowledgeSource.Kind.TEXT,
+    content: str | None = None,
+    url: str | None = None,
+    response: dict[str, Any] | None = None,
+    refresh_minutes: int | None = None,
     searchable: bool = True,
 ) -> KnowledgeSource:
-    if kind == KnowledgeSource.Kind.API:
-        raise Unprocessable(
-            "not_supported", "API knowledge sources are not available yet; add the content as a text source."
+    """A text source is split and indexed at once; an API source is fetched right after the commit, then every
+    `refresh_minutes`."""
+    if kind == KnowledgeSource.Kind.TEXT:
+        for field, value in (("url", url), ("response", response), ("refresh_minutes", refresh_minutes)):
+            if value is not None:
+                raise _kind_refusal(field, kind)
+        if not (content or "").strip():
+            raise Unprocessable(
+                "invalid_request",
+                "content is required for a text source.",
+                details=[{"path": "$.content", "message": "required"}],
+            )
+        source = KnowledgeSource.objects.create(
+            project=project, agent=agent, title=title.strip(), kind=kind, content=content or "", searchable=searchable
         )
-    return KnowledgeSource.objects.create(
-        project=project, agent=agent, title=title.strip(), kind=kind, content=content, searchable=searchable
+        _reindex(source)
+        return source
+    if content is not None:
+        raise _kind_refusal("content", kind)
+    for field, value in (("url", url), ("response", response)):
+        if value is None:
+            raise Unprocessable(
+                "invalid_request",
+                f"{field} is required for an api source.",
+                details=[{"path": f"$.{field}", "message": "required"}],
+            )
+    minutes = refresh_minutes or DEFAULT_REFRESH_MINUTES
+    source = KnowledgeSource.objects.create(
+        project=project,
+        agent=agent,
+        title=title.strip(),
+        kind=kind,
+        url=knowledge_url_check(url or ""),
+        response=response or {},
+        refresh_minutes=minutes,
+        next_fetch_at=timezone.now() + timedelta(minutes=minutes),
+        searchable=searchable,
+        index_version=TERMS_VERSION,
     )
+    _queue_fetch(source)
+    return source
+
+
+@transaction.atomic
+def knowledge_source_update(
+    *,
+    source: KnowledgeSource,
+    title: str = UNSET,
+    content: str = UNSET,
+    searchable: bool = UNSET,
+    url: str = UNSET,
+    response: dict[str, Any] = UNSET,
+    refresh_minutes: int = UNSET,
+) -> KnowledgeSource:
+    """Changed title or content: the passages are made again. Changed URL or response shaping: fetched again (the
+    passages of the last good fetch stay until then). Changed schedule: the next fetch moves."""
+    kind = source.kind
+    if kind == KnowledgeSource.Kind.TEXT:
+        for field, value in (("url", url), ("response", response), ("refresh_minutes", refresh_minutes)):
+            if is_set(value):
+                raise _kind_refusal(field, kind)
+    elif is_set(content):
+        raise _kind_refusal("content", kind)
+    source = KnowledgeSource.objects.select_for_update().get(pk=source.pk)
+    changes: dict[str, Any] = {}
+    if is_set(title) and title.strip() != source.title:
+        changes["title"] = title.strip()
+    if is_set(content) and content != source.content:
+        if not content.strip():
+            raise Unprocessable("invalid_request", "content is a non-empty string.")
+        changes["content"] = content
+    if is_set(searchable):
+        changes["searchable"] = searchable
+    if is_set(url) and url != source.url:
+        changes["url"] = knowledge_url_check(url)
+    if is_set(response) and response != source.response:
+        changes["response"] = response
+    if is_set(refresh_minutes) and refresh_minutes != source.refresh_minutes:
+        changes["refresh_minutes"] = refresh_minutes
+        changes["next_fetch_at"] = (source.last_fetch_at or timezone.now()) + timedelta(minutes=refresh_minutes)
+    if not changes:
+        return source
+    changes["updated_at"] = timezone.now()
+    KnowledgeSource.objects.filter(pk=source.pk).update(**changes)
+    for key, value in changes.items():
+        setattr(source, key, value)
+    if "title" in changes or "content" in changes:
+        _reindex(source)
+    if "url" in changes or "response" in changes:
+        KnowledgeSource.objects.filter(pk=source.pk).update(fetch_queued_at=None)
+        source.fetch_queued_at = None
+        _queue_fetch(source)
+    return source
 
 
 def knowledge_source_delete(*, source: KnowledgeSource) -> None:
+    """The source and its passages (the search index goes with them)."""
     source.delete()
+
+
+def knowledge_source_refresh(*, source: KnowledgeSource) -> KnowledgeSource:
+    """Fetch an API source now (after the commit), unless a fetch is already queued."""
+    if source.kind != KnowledgeSource.Kind.API:
+        raise Conflict(
+            "not_refreshable", "Only api sources are fetched; a text source is indexed as soon as it is written."
+        )
+    _queue_fetch(source)
+    return source
+
+
+def knowledge_source_fetch(*, source_id: str, message_id: str) -> FetchOutcome | None:
+    """One fetch of an API source, recorded on it: the passages of a good fetch replace the old ones; a failed fetch
+    records its error and keeps the passages of the last good one. None when there is no such API source.
+
+    `message_id` is the fetch's `webhook-id`, the same on every retry of this fetch."""
+    source = KnowledgeSource.objects.filter(pk=source_id, kind=KnowledgeSource.Kind.API).first()
+    if source is None:
+        return None
+    started = timezone.now()
+    outcome = fetch_source(
+        project_id=source.project_id,
+        url=source.url,
+        response_config=source.response,
+        signing_secrets=signing_secrets_valid(project=source.project, purpose=SigningSecret.Purpose.TOOL_SIGNING),
+        message_id=message_id,
+    )
+    with transaction.atomic():
+        current = KnowledgeSource.objects.select_for_update().filter(pk=source_id).first()
+        if current is None:
+            return outcome  # deleted while fetching
+        stale = (
+            (current.last_fetch_at is not None and current.last_fetch_at > started)  # a later fetch finished first
+            or current.url != source.url
+            or current.response != source.response  # changed while fetching: a fetch of the new one is queued
+        )
+        changes: dict[str, Any] = {"fetch_queued_at": None}
+        if not stale:
+            changes.update(
+                last_fetch_at=timezone.now(),
+                last_fetch_status=(
+                    KnowledgeSource.FetchStatus.SUCCEEDED if outcome.ok else KnowledgeSource.FetchStatus.FAILED
+                ),
+                last_fetch_error=outcome.error_code,
+                last_fetch_http_status=outcome.http_status,
+            )
+            if outcome.ok and (outcome.content != current.content or current.index_version != TERMS_VERSION):
+                changes["content"] = outcome.content
+        KnowledgeSource.objects.filter(pk=source_id).update(**changes)
+        if "content" in changes:
+            current.content = outcome.content
+            _reindex(current)
+    return outcome
+
+
+def knowledge_refresh_due(*, limit: int = 200) -> dict[str, int]:
+    """Beat's pass: queue a fetch of every API source whose time has come (each claimed by moving its next time, so
+    two passes never queue it twice), and index again sources indexed by an older version of the search terms."""
+    now = timezone.now()
+    queued = 0
+    due = (
+        KnowledgeSource.objects.filter(kind=KnowledgeSource.Kind.API, next_fetch_at__lte=now)
+        .order_by("next_fetch_at")
+        .only("id", "refresh_minutes")[:limit]
+    )
+    for source in due:
+        minutes = source.refresh_minutes or DEFAULT_REFRESH_MINUTES
+        with transaction.atomic():
+            moved = KnowledgeSource.objects.filter(pk=source.pk, next_fetch_at__lte=now).update(
+                next_fetch_at=now + timedelta(minutes=minutes)
+            )
+            if moved and _queue_fetch(source):
+                queued += 1
+    reindexed = 0
+    for source in KnowledgeSource.objects.exclude(index_version=TERMS_VERSION).order_by("pk")[:REINDEX_BATCH]:
+        with transaction.atomic():
+            locked = KnowledgeSource.objects.select_for_update().get(pk=source.pk)
+            _reindex(locked)
+            reindexed += 1
+    return {"queued": queued, "reindexed": reindexed}

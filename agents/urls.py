@@ -10,4 +10,5 @@ urlpatterns = [
     path("agents/<oid:agent_id>/versions/<int:number>", apis.AgentVersionDetailApi.as_view()),
     path("knowledge_sources", apis.KnowledgeSourceListCreateApi.as_view()),
     path("knowledge_sources/<oid:source_id>", apis.KnowledgeSourceDetailApi.as_view()),
+    path("knowledge_sources/<oid:source_id>/refresh", apis.KnowledgeSourceRefreshApi.as_view()),
 ]

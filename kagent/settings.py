@@ -281,4 +281,6 @@ KAGENT_RUN_LEASE_SECONDS = int(os.environ.get("KAGENT_RUN_LEASE_SECONDS", "120")
 KAGENT_SWEEP_SECONDS = float(os.environ.get("KAGENT_SWEEP_SECONDS", "10"))
 CELERY_BEAT_SCHEDULE = {
     "runs-sweep": {"task": "runs.sweep", "schedule": KAGENT_SWEEP_SECONDS},
+    # API knowledge sources whose refresh_minutes have passed are fetched again.
+    "knowledge-refresh": {"task": "agents.knowledge_refresh_due", "schedule": 60.0},
 }

@@ -8,14 +8,12 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agents.models import KnowledgeSource
-from agents.selectors import searchable_sources
+from agents.knowledge.results import search_result
+from agents.knowledge.terms import query_terms
+from agents.selectors import knowledge_search
 from runs.models import Handoff, Run, Ticket, TicketCounter, ToolCall
-from tools.arabic import normalize_arabic
-from tools.shaping import DATA_NOTICE, clean_value
 
 SEARCH_RESULTS = 3
-SNIPPET_CHARS = 600
 
 
 def _transfer_to_human(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[str, Any]:
@@ -75,26 +73,9 @@ def _flag_conversation(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[s
 
 
 def _search_knowledge(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[str, Any]:
-    words = [w for w in normalize_arabic(args["query"]).split() if len(w) > 1]
-    scored = []
-    for source in (
-        searchable_sources(project_id=run.project_id, agent_id=run.agent_id)
-        .filter(kind=KnowledgeSource.Kind.TEXT)
-        .only("id", "title", "content")[:200]
-    ):
-        haystack = normalize_arabic(f"{source.title}\n{source.content}")
-        score = sum(haystack.count(word) for word in words)
-        if score:
-            scored.append((score, source))
-    scored.sort(key=lambda pair: (-pair[0], pair[1].id))
-    results = [
-        {"title": clean_value(source.title), "text": clean_value(source.content[:SNIPPET_CHARS])}
-        for _, source in scored[:SEARCH_RESULTS]
-    ]
-    data: dict[str, Any] = {"notice": DATA_NOTICE, "tool": "search_knowledge", "results": results}
-    if not results:
-        data["message"] = "Nothing in the knowledge matches. Say you don't know rather than guessing."
-    return {"ok": True, "data": data}
+    query = args["query"]
+    hits = knowledge_search(project_id=run.project_id, agent_id=run.agent_id, query=query, limit=SEARCH_RESULTS)
+    return search_result(hits, query_terms(query))
 
 
 _RUNNERS = {

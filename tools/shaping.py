@@ -120,44 +120,55 @@ def _size(result: dict[str, Any]) -> int:
     return len(json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode())
 
 
+def response_items(*, body: bytes, items_path: str) -> list[Any]:
+    """The rows of a JSON response: what `items_path` leads to, as a list. Raises ShapingError (`unreadable`)."""
+    if not body.strip():
+        return []
+    try:
+        data = json.loads(body.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ShapingError("unreadable", "the response is not JSON") from exc
+    found, items = _walk(data, items_path)
+    if not found or items is None:
+        return []
+    if isinstance(items, list):
+        return items
+    if isinstance(items, dict):
+        return [items]
+    raise ShapingError("unreadable", "items_path does not lead to an object or a list")
+
+
+def labelled_values(item: Any, fields: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
+    """(path, label, raw value) of each listed field the row has, in the fields' order."""
+    out: list[tuple[str, str, Any]] = []
+    for spec in fields:
+        found, value = _walk(item, spec["path"])
+        if found:
+            out.append((spec["path"], str(spec.get("label") or spec["path"]), value))
+    return out
+
+
+def response_fields(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The well-formed `response.fields` entries, at most 12."""
+    fields = [f for f in (config.get("fields") or []) if isinstance(f, dict) and isinstance(f.get("path"), str)]
+    return fields[:MAX_FIELDS]
+
+
 def shape_response(*, body: bytes, response_config: dict[str, Any] | None, tool_name: str = "") -> ShapedResult:
     """The model's view of a successful response body. Raises ShapingError (code `unreadable`)."""
     config = response_config or {}
-    fields = [f for f in (config.get("fields") or []) if isinstance(f, dict) and isinstance(f.get("path"), str)]
-    fields = fields[:MAX_FIELDS]
+    fields = response_fields(config)
     max_items = config.get("max_items", MAX_ITEMS)
     if isinstance(max_items, bool) or not isinstance(max_items, int) or max_items < 1:
         max_items = MAX_ITEMS
     max_items = min(max_items, MAX_ITEMS)
     empty_message = clean_value(config.get("empty_message") or "No results.")
 
-    rows_source: list[Any]
-    if not body.strip():
-        rows_source = []
-    else:
-        try:
-            data = json.loads(body.decode("utf-8-sig"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise ShapingError("unreadable", "the response is not JSON") from exc
-        found, items = _walk(data, str(config.get("items_path") or ""))
-        if not found or items is None:
-            rows_source = []
-        elif isinstance(items, list):
-            rows_source = items
-        elif isinstance(items, dict):
-            rows_source = [items]
-        else:
-            raise ShapingError("unreadable", "items_path does not lead to an object or a list")
-
-    rows: list[dict[str, Any]] = []
-    for item in rows_source[:max_items]:
-        row: dict[str, Any] = {}
-        for spec in fields:
-            found, value = _walk(item, spec["path"])
-            if found:
-                label = clean_value(str(spec.get("label") or spec["path"])) or spec["path"]
-                row[label] = clean_value(value)
-        rows.append(row)
+    rows_source = response_items(body=body, items_path=str(config.get("items_path") or ""))
+    rows = [
+        {clean_value(label) or path: clean_value(value) for path, label, value in labelled_values(item, fields)}
+        for item in rows_source[:max_items]
+    ]
 
     data_out: dict[str, Any] = {"notice": DATA_NOTICE}
     if tool_name:

@@ -61,6 +61,17 @@ IDENTITY_SUFFIXES = (
 HOST_LABEL_RE = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 URL_PREFIX_RE = re.compile(r"^https://(?P<host>[^/:?#{}\s]+)(?::(?P<port>[0-9]{1,5}))?(?P<rest>/.*)?$", re.DOTALL)
 
+# One entry of `response.fields` (HTTP tools and API knowledge sources): which value of a row, under which label.
+RESPONSE_FIELD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["path", "label"],
+    "additionalProperties": False,
+    "properties": {
+        "path": {"type": "string", "minLength": 1, "maxLength": 200},
+        "label": {"type": "string", "minLength": 1, "maxLength": 60},
+    },
+}
+
 TOOL_DEFINITION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["name", "description", "effect", "config"],
@@ -89,18 +100,7 @@ TOOL_DEFINITION_SCHEMA: dict[str, Any] = {
                     "additionalProperties": False,
                     "properties": {
                         "items_path": {"type": "string", "maxLength": 200},
-                        "fields": {
-                            "type": "array",
-                            "items": {
-                                "type": "object",
-                                "required": ["path", "label"],
-                                "additionalProperties": False,
-                                "properties": {
-                                    "path": {"type": "string", "minLength": 1, "maxLength": 200},
-                                    "label": {"type": "string", "minLength": 1, "maxLength": 60},
-                                },
-                            },
-                        },
+                        "fields": {"type": "array", "items": RESPONSE_FIELD_SCHEMA},
                         "max_items": {"type": "integer", "minimum": 1},
                         "empty_message": {"type": "string", "maxLength": 500},
                     },

@@ -95,7 +95,12 @@ def test_knowledge_sources_and_arabic_aware_search(h, bob):
     result = json.loads(h.fake.requests("kb")[1].new_tool_results[0]["content"])
     assert result["ok"] is True
     assert [r["title"] for r in result["data"]["results"]] == ["سياسه الارجاع"]  # alef/taa-marbuta forms unified
-    assert "notice" in result["data"]
+    assert result["data"]["results"][0] == {
+        "title": "سياسه الارجاع",
+        "passage": "يمكن الإرجاع خلال ٣٠ يوما",
+        "source": created.json()["id"],
+    }
+    assert "notice" in result["data"] and result["data"]["tool"] == "search_knowledge"
 
 
 def test_search_knowledge_not_offered_without_sources(h):
