@@ -22,8 +22,11 @@ def _no_health_check_per_task(**kwargs: object) -> None:
 
 @task_prerun.connect
 @task_postrun.connect
-def _reuse_database_connections(**kwargs: object) -> None:
+def _reuse_database_connections(sender: object = None, **kwargs: object) -> None:
     """Workers keep their database connection between tasks, as web requests do: closed only when broken or older
     than CONN_MAX_AGE. (Celery's Django fixup would otherwise close it around every task — a new PostgreSQL
-    connection per run; `CELERY_DB_REUSE_MAX` in settings turns that off.)"""
+    connection per run; `CELERY_DB_REUSE_MAX` in settings turns that off.) A task run eagerly, inside the caller's
+    transaction, leaves the caller's connection alone."""
+    if getattr(getattr(sender, "request", None), "is_eager", False):
+        return
     close_old_connections()
