@@ -13,6 +13,7 @@ from jsonschema.exceptions import SchemaError
 from kagent.errors import Unprocessable
 from kagent.merge_patch import merge_patch
 from kagent.validation import make_validator, schema_errors
+from tools.arguments import schema_refusal
 from tools.builtins import BUILTIN_NAMES
 
 RULES_MAX = 4000
@@ -171,6 +172,9 @@ def validate_config(config: Any) -> dict[str, Any]:
             Draft202012Validator.check_schema(params)
         except SchemaError as exc:
             raise _invalid(path, f"not a valid JSON Schema: {exc.message[:200]}") from None
+        refusal = schema_refusal(params)
+        if refusal:
+            raise _invalid(path, refusal)
     for grant in tools["http"]:
         grant.setdefault("enabled", True)
         grant.setdefault("rules", "")

@@ -17,6 +17,7 @@ from kagent.egress import is_tenant_forbidden_header
 from kagent.errors import Unprocessable
 from kagent.validation import make_validator, schema_errors
 from tools import placeholders
+from tools.arguments import schema_refusal
 from tools.builtins import BUILTIN_NAMES
 from tools.placeholders import Placeholder, PlaceholderError
 
@@ -352,6 +353,9 @@ def _check_parameters(schema: Any, requires_verified_user: bool) -> dict[str, An
         raise _refuse(
             "invalid_parameters", f"parameters is not a valid JSON Schema: {exc.message[:200]}", path
         ) from None
+    refusal = schema_refusal(schema)
+    if refusal:
+        raise _refuse("invalid_parameters", f"parameters: {refusal}.", path)
     unknown = set(schema) - {"type", "properties", "required", "additionalProperties", "description"}
     if unknown:
         raise _refuse(
