@@ -35,7 +35,9 @@ _ARGUMENT_CODES = frozenset({"invalid_arguments", "blank_placeholder", "unresolv
 @dataclass(frozen=True)
 class HttpCallOutcome:
     model_result: dict[str, Any]  # {"ok": true, "data": …} or {"ok": false, "error": {"code", "guidance"}}
-    step: dict[str, Any]  # method, host, path, status, body_excerpt, duration_ms, resolved_address, error_code
+    # method, host, path, status, body_excerpt, duration_ms, error_code: what the tenant reads in the run steps.
+    # Never the address the host resolved to (a map of our network once refused): that is in the egress log only.
+    step: dict[str, Any]
     may_have_reached_upstream: bool
 
     @property
@@ -103,7 +105,6 @@ def http_tool_call(
         "status": None,
         "body_excerpt": "",
         "duration_ms": 0,
-        "resolved_address": "",
         "error_code": "",
     }
 
@@ -144,13 +145,12 @@ def http_tool_call(
             secret_values=secrets,
         )
     except EgressError as exc:
-        step.update(error_code=exc.code, status=exc.status, resolved_address=exc.resolved_address)
+        step.update(error_code=exc.code, status=exc.status)
         code = "unreadable" if exc.code in _UNREADABLE_EGRESS_CODES else "upstream_failed"
         return done(shape_failure(code), exc.may_have_reached_upstream)
 
     step.update(
         status=response.status,
-        resolved_address=response.resolved_address,
         duration_ms=response.duration_ms,
         body_excerpt=_excerpt(response.body, secrets),
     )

@@ -44,7 +44,7 @@ stream and EgressTransport; `client` EgressClient and get_client. Import from `k
 
 from kagent.egress.addresses import EgressPolicy, IPAddress, IPNetwork, address_denial
 from kagent.egress.client import EgressClient, EgressResponse, get_client
-from kagent.egress.errors import REFUSAL_CODES, EgressError
+from kagent.egress.errors import REFUSAL_CODES, TENANT_MESSAGES, EgressError, tenant_code, tenant_message
 from kagent.egress.events import EgressRecord, Recorder, record_event_db
 from kagent.egress.headers import (
     FORBIDDEN_HEADER_PREFIXES,
@@ -79,6 +79,7 @@ __all__ = [
     "MAX_URL_LENGTH",
     "REFUSAL_CODES",
     "SIGNING_HEADERS",
+    "TENANT_MESSAGES",
     "TENANT_FORBIDDEN_HEADERS",
     "TRANSPORT_HEADERS",
     "USER_AGENT",
@@ -98,5 +99,7 @@ __all__ = [
     "is_tenant_forbidden_header",
     "record_event_db",
     "system_resolver",
+    "tenant_code",
+    "tenant_message",
     "url_check",
 ]

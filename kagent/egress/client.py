@@ -5,6 +5,7 @@ is the process's client."""
 from __future__ import annotations
 
 import http.cookiejar
+import logging
 import os
 import threading
 import time
@@ -31,6 +32,8 @@ from kagent.egress.resolver import Resolver, system_resolver
 from kagent.egress.transport import EXCHANGE, EgressTransport, Exchange
 from kagent.egress.urls import TargetUrl, url_check
 from kagent.masking import mask_secrets
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,18 @@ class EgressClient:
                 outcome=outcome,
             )
         except EgressError as exc:
+            # The full reason (addresses, ranges) is for the operator: here and in the egress log. Tenants are shown
+            # `tenant_message(exc)` only.
+            logger.warning(
+                "egress call not completed: project=%s purpose=%s host=%s port=%s code=%s address=%s reason=%s",
+                project_id,
+                purpose,
+                host,
+                port,
+                exc.code,
+                exc.resolved_address or outcome["address"],
+                mask_secrets(exc.message, secret_values, replacement="****"),
+            )
             self._record(
                 project_id,
                 purpose,

@@ -78,7 +78,7 @@ def test_successful_call_is_signed_shaped_and_recorded(egress_settings, upstream
     assert received.headers["authorization"] == f"Bearer {TOKEN}"
     step = outcome.step
     assert (step["method"], step["host"], step["status"], step["error_code"]) == ("GET", "tools.test", 200, "")
-    assert step["resolved_address"] == upstream.host and step["duration_ms"] >= 0
+    assert "resolved_address" not in step and step["duration_ms"] >= 0  # the address is in the egress log only
     assert EgressEvent.objects.get().status == 200
 
 
