@@ -118,14 +118,16 @@ def url_check(url: str) -> TargetUrl:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, ValueError, UnicodeError) as exc:
         raise _refuse_url("the URL does not parse") from exc
-    # What httpx will actually use must be exactly what was checked above.
+    # What httpx will actually use must be exactly what was checked above. `raw_host` is what goes on the wire (the
+    # connection, SNI, Host); `host` is decoded for display (xn--bcher-kva.test reads bücher.test), so an
+    # internationalised name would never match its own ASCII form.
     expected_port = None if port == 443 else port
     try:
         if literal is None or literal.version == 4:
-            same_host = parsed.host == host
+            same_host = parsed.raw_host.decode("ascii") == host
         else:
-            same_host = ipaddress.ip_address(parsed.host) == literal
-    except ValueError:
+            same_host = ipaddress.ip_address(parsed.raw_host.decode("ascii").strip("[]")) == literal
+    except (ValueError, UnicodeError):
         same_host = False
     if parsed.scheme != "https" or not same_host or parsed.port != expected_port or parsed.userinfo or parsed.fragment:
         raise _refuse_url("the URL is ambiguous")

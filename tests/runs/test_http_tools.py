@@ -282,3 +282,27 @@ def test_a_secret_the_upstream_echoes_never_reaches_the_model(h, upstream, egres
     assert call["status"] == "succeeded"
     assert TOKEN not in model_saw and TOKEN[:12] not in model_saw
     assert TOKEN not in json.dumps(call)
+
+
+@pytest.mark.django_db
+def test_an_internationalised_host_is_called_by_its_ascii_name(h, upstream, egress_settings):
+    # Issue #13, finding 7: the validator accepted https://xn--bcher-kva.test/ (bücher.test) but the outbound client
+    # compared httpx's decoded host with the ASCII form and refused every call.
+    tool = order_tool(name="buecher_order")
+    tool["config"]["url"] = tool["config"]["url"].replace("tools.test", "xn--bcher-kva.test")
+    setup_tool(h, upstream)
+    secret = {"value": TOKEN, "allowed_hosts": ["tools.test", "xn--bcher-kva.test"]}
+    assert h.api.put("/v1/secrets/ORDERS_TOKEN", secret, format="json").status_code == 200
+    response = h.api.post("/v1/tools", tool, format="json")
+    assert response.status_code == 201, response.json()
+    agent = h.agent(
+        "idn",
+        [calls(("buecher_order", {"order_number": "8812"})), text("Order 8812 has shipped.")],
+        tools={"http": [{"tool": "buecher_order"}]},
+    )
+    run = h.run(agent, "where is 8812?", **VERIFIED)
+    [call] = h.tool_steps(run["id"])
+    assert call["status"] == "succeeded" and call["upstream"]["status"] == 200, call
+    [received] = upstream.received
+    assert received.headers["host"] == "xn--bcher-kva.test:8443"
+    assert "xn--bcher-kva.test" in upstream.sni_names
