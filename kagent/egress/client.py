@@ -112,6 +112,7 @@ class EgressClient:
             target = url_check(url)
             host, port, path = target.host, target.port, target.path
             response = self._send(
+                project_id=project_id,
                 target=target,
                 method=method,
                 headers=headers,
@@ -199,6 +200,7 @@ class EgressClient:
     def _send(
         self,
         *,
+        project_id: str | None,
         target: TargetUrl,
         method: str,
         headers: dict[str, str],
@@ -219,7 +221,7 @@ class EgressClient:
         if policy.is_own_host(target.host):
             raise EgressError("url_not_allowed", "K-Agent's own hosts are not reachable")
         deadline = started + min(timeout_ms, MAX_TIMEOUT_MS) / 1000
-        exchange = Exchange(policy=policy, deadline=deadline)
+        exchange = Exchange(policy=policy, deadline=deadline, project_id=project_id or "")
         token = EXCHANGE.set(exchange)
         try:
             left = max(exchange.remaining(), 0.001)
