@@ -44,6 +44,7 @@ _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 _HEADER_VALUE_RE = re.compile(r"^[\x20-\x7e]*$")
 _TOKEN_PUNCT = frozenset(" ._@:+-")
 _ASCII_DIGITS = frozenset("0123456789")
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 
 class TemplateError(ValueError):
@@ -307,10 +308,24 @@ def _split(template: str, where: str) -> list[str | Placeholder]:
         raise TemplateError(exc.code, f"{where}: {exc.message}") from exc
 
 
+def _has_lone_percent(literal: str) -> bool:
+    """A `%` not followed by two hex digits in the template's own text."""
+    at = literal.find("%")
+    while at != -1:
+        if not all(ch in _HEX_DIGITS for ch in literal[at + 1 : at + 3]) or at + 3 > len(literal):
+            return True
+        at = literal.find("%", at + 3)
+    return False
+
+
 def _render_url_part(template: str, resolver: _Resolver, where: str) -> str:
     out: list[str] = []
     for piece in _split(template, where):
         if isinstance(piece, str):
+            # Checked here too, not only when a tool is written: a definition stored before the rule (or copied into
+            # a published version) must not let an argument finish an escape (%2{{args.a}} with a = "f" is "/").
+            if _has_lone_percent(piece):
+                raise TemplateError("invalid_template", "a % in the URL must start an escape like %20")
             out.append(piece)
         else:
             out.append(quote(resolver.value(piece, where), safe=""))

@@ -306,3 +306,25 @@ def test_an_internationalised_host_is_called_by_its_ascii_name(h, upstream, egre
     [received] = upstream.received
     assert received.headers["host"] == "xn--bcher-kva.test:8443"
     assert "xn--bcher-kva.test" in upstream.sni_names
+
+
+@pytest.mark.django_db
+def test_a_tool_stored_before_the_lone_percent_rule_cannot_make_an_escape(h, upstream, egress_settings):
+    # Issue #13, finding 6: the rule was checked on write only. A definition stored before it is refused at call
+    # time, and nothing is sent.
+    from tools.models import HttpTool
+
+    setup_tool(h, upstream)
+    tool = HttpTool.objects.get(project=h.tenant.project, name="order_status")
+    tool.config["url"] = "https://tools.test:8443/respond/order/%2{{args.order_number}}"
+    tool.save()
+    agent = h.agent(
+        "lone-percent",
+        [calls(("order_status", {"order_number": "f"})), text("I couldn't look that up.")],
+        tools={"http": [{"tool": "order_status"}]},
+    )
+    run = h.run(agent, "order f?", **VERIFIED)
+    [call] = h.tool_steps(run["id"])
+    assert call["upstream"]["error_code"] == "invalid_template"
+    assert call["shown_to_model"]["error"]["code"] == "not_available"
+    assert upstream.received == []
