@@ -33,6 +33,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
             "properties": {
                 "provider": {"enum": ["openai_compatible", "anthropic", "demo"]},
                 "name": {"type": "string", "maxLength": 200},
+                # linear: anchored literal
                 "base_url": {"type": "string", "pattern": "^https://", "maxLength": 2048},
                 "api_key_secret": {"type": "string", "pattern": SECRET_NAME_PATTERN},
                 "temperature": {"type": "number", "minimum": 0, "maximum": 2},
@@ -43,6 +44,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
         "variables": {
             "type": "object",
             "maxProperties": 50,
+            # linear: anchored, one class, bounded
             "propertyNames": {"pattern": "^[a-z][a-z0-9_]{0,63}$"},
             "additionalProperties": {"type": "string", "maxLength": 1000},
         },
@@ -73,6 +75,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                         "additionalProperties": False,
                         "required": ["tool"],
                         "properties": {
+                            # linear: anchored, one class, bounded
                             "tool": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,29}$"},
                             "enabled": {"type": "boolean"},
                             "rules": {"type": "string", "maxLength": RULES_MAX},
@@ -87,6 +90,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                         "additionalProperties": False,
                         "required": ["name", "description"],
                         "properties": {
+                            # linear: anchored, one class, bounded
                             "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,47}$"},
                             "description": {"type": "string", "minLength": 1, "maxLength": 1000},
                             "parameters": {"type": "object"},
@@ -112,7 +116,9 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                         "required": ["day", "open", "close"],
                         "properties": {
                             "day": {"enum": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]},
+                            # linear: anchored, fixed length
                             "open": {"type": "string", "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9]$"},
+                            # linear: anchored, fixed length
                             "close": {"type": "string", "pattern": "^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$"},
                         },
                     },
@@ -120,6 +126,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                 "closed_dates": {
                     "type": "array",
                     "maxItems": 366,
+                    # linear: anchored, fixed length
                     "items": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
                 },
             },

@@ -17,6 +17,7 @@ from kagent.models import ApiKey, Project
 M = TypeVar("M", bound=Model)
 
 MAX_LIMIT = 100
+# linear: anchored, bounded length
 CURSOR_RE = re.compile(rf"^{ID_PATTERN}$")
 DEFAULT_LIMIT = 20
 
