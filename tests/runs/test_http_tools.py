@@ -328,3 +328,31 @@ def test_a_tool_stored_before_the_lone_percent_rule_cannot_make_an_escape(h, ups
     assert call["upstream"]["error_code"] == "invalid_template"
     assert call["shown_to_model"]["error"]["code"] == "not_available"
     assert upstream.received == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "spelled",
+    [
+        TOKEN.replace("-", "\\u002d"),  # "\u0074ok…": any character may come JSON-escaped
+        "\\u" + f"{ord(TOKEN[0]):04x}" + TOKEN[1:],
+        TOKEN[:6] + "\\u200b" + TOKEN[6:],  # split by a zero-width space the cleaning then removes
+    ],
+)
+def test_an_upstream_echoing_the_secret_escaped_shows_it_to_no_one(h, upstream, egress_settings, spelled):
+    # Issue #13, finding 5, through the engine: what the model received and what the steps show.
+    setup_tool(h, upstream)
+    body = ('{"data": [{"status": "' + spelled + '", "eta": "echo ' + spelled + '"}]}').encode()
+    upstream.respond("order", body=body)
+    agent = h.agent(
+        "escaped-echo",
+        [calls(("order_status", {"order_number": "8812"})), text("Order 8812: see above.")],
+        tools={"http": [{"tool": "order_status"}]},
+    )
+    run = h.run(agent, "where is 8812?", **VERIFIED)
+    model_saw = h.fake.requests("escaped-echo")[1].new_tool_results[0]["content"]
+    steps = json.dumps(h.steps(run["id"]), ensure_ascii=False)
+    from kagent.masking import decoded_view
+
+    for seen in (model_saw, steps):
+        assert TOKEN not in decoded_view(seen)[0] and TOKEN not in seen
