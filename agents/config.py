@@ -13,6 +13,7 @@ from jsonschema.exceptions import SchemaError
 from kagent.errors import Unprocessable
 from kagent.merge_patch import merge_patch
 from kagent.validation import make_validator, schema_errors
+from tools.arguments import schema_refusal
 from tools.builtins import BUILTIN_NAMES
 
 RULES_MAX = 4000
@@ -32,6 +33,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
             "properties": {
                 "provider": {"enum": ["openai_compatible", "anthropic", "demo"]},
                 "name": {"type": "string", "maxLength": 200},
+                # linear: anchored literal
                 "base_url": {"type": "string", "pattern": "^https://", "maxLength": 2048},
                 "api_key_secret": {"type": "string", "pattern": SECRET_NAME_PATTERN},
                 "temperature": {"type": "number", "minimum": 0, "maximum": 2},
@@ -42,6 +44,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
         "variables": {
             "type": "object",
             "maxProperties": 50,
+            # linear: anchored, one class, bounded
             "propertyNames": {"pattern": "^[a-z][a-z0-9_]{0,63}$"},
             "additionalProperties": {"type": "string", "maxLength": 1000},
         },
@@ -72,6 +75,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                         "additionalProperties": False,
                         "required": ["tool"],
                         "properties": {
+                            # linear: anchored, one class, bounded
                             "tool": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,29}$"},
                             "enabled": {"type": "boolean"},
                             "rules": {"type": "string", "maxLength": RULES_MAX},
@@ -86,6 +90,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                         "additionalProperties": False,
                         "required": ["name", "description"],
                         "properties": {
+                            # linear: anchored, one class, bounded
                             "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,47}$"},
                             "description": {"type": "string", "minLength": 1, "maxLength": 1000},
                             "parameters": {"type": "object"},
@@ -111,7 +116,9 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                         "required": ["day", "open", "close"],
                         "properties": {
                             "day": {"enum": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]},
+                            # linear: anchored, fixed length
                             "open": {"type": "string", "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9]$"},
+                            # linear: anchored, fixed length
                             "close": {"type": "string", "pattern": "^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$"},
                         },
                     },
@@ -119,6 +126,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                 "closed_dates": {
                     "type": "array",
                     "maxItems": 366,
+                    # linear: anchored, fixed length
                     "items": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
                 },
             },
@@ -171,6 +179,9 @@ def validate_config(config: Any) -> dict[str, Any]:
             Draft202012Validator.check_schema(params)
         except SchemaError as exc:
             raise _invalid(path, f"not a valid JSON Schema: {exc.message[:200]}") from None
+        refusal = schema_refusal(params)
+        if refusal:
+            raise _invalid(path, refusal)
     for grant in tools["http"]:
         grant.setdefault("enabled", True)
         grant.setdefault("rules", "")

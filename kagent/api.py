@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 M = TypeVar("M", bound=Model)
 
 MAX_LIMIT = 100
+# linear: anchored, bounded length
 CURSOR_RE = re.compile(rf"^{ID_PATTERN}$")
 DEFAULT_LIMIT = 20
 

@@ -36,6 +36,7 @@ SECRET_WRITE = Input(
                 "writeOnly": True,
                 "minLength": 1,
                 "maxLength": MAX_VALUE,
+                # linear: anchored, one class
                 "pattern": "^[^\\x00-\\x1f\\x7f]+$",
                 "x-code": "invalid_secret_value",
                 "x-message": "value is a non-empty string.",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# linear: bounded length, literal separator (a URL converter and the list cursor match request text with it)
 ID_PATTERN = r"[a-z]{2,5}_[0-9a-z]{26}"
 
 
@@ -19,6 +20,7 @@ class NameConverter:
     """A tool or secret name as typed: its own rules are checked (with a 422) by the service; control characters
     and NUL never get that far."""
 
+    # linear: one class, at most 200 characters
     regex = r"[^/\x00-\x1f\x7f]{1,200}"
 
     def to_python(self, value: str) -> str:

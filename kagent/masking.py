@@ -3,20 +3,47 @@ tool editor's preview.
 
 An upstream may echo a secret in any spelling it likes, so matching is done on a *decoded view* of the text, not
 on the text itself: JSON escapes (`\\"`, `\\/`, `\\uXXXX` including surrogate pairs) and percent-encoding (`%XX`,
-any case, UTF-8 sequences) are decoded, every secret is found there with `str.find` (linear: no regular expression
-on hostile text), and the original spans it came from are replaced. So `tok\\/abc`, `\\u0074ok…` and `a%2Fb` all
-mask like the plain value.
+any case, UTF-8 sequences) are decoded, characters a reader never sees (`is_hidden`: zero-width, bidi and other
+format characters, controls, variation selectors) are left out of the view, every secret is found there with
+`str.find` (linear: no regular expression on hostile text), and the original spans it came from are replaced. So
+`tok\\/abc`, `\\u0074ok…`, `a%2Fb` and `to\\u200bk…` all mask like the plain value: an upstream can't hide a secret
+from the mask with characters that the cleaning of what the model sees (tools.shaping) then removes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import bisect
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from typing import overload
+
+import regex
 
 MASK = "\u2022\u2022\u2022\u2022"  # ••••
 LAST_FOUR_MIN_LENGTH = 12  # shorter values show no characters at all
 
 _JSON_SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _HEX = frozenset("0123456789abcdefABCDEF")
+
+# Line breaks and tabs: shown (as spaces), so never hidden.
+LINE_BREAKS = frozenset("\t\n\r\v\f\x85\u2028\u2029")
+# Invisible characters outside the Cc/Cf categories that can hide text from a reader.
+_INVISIBLE = frozenset(
+    [chr(c) for c in range(0xFE00, 0xFE10)]  # variation selectors
+    + [chr(c) for c in range(0xE0100, 0xE01F0)]  # variation selectors supplement
+    + ["\u115f", "\u1160", "\u3164", "\uffa0", "\u034f"]  # Hangul fillers, combining grapheme joiner
+)
+
+
+def is_hidden(char: str) -> bool:
+    """A character a reader never sees: controls (not line breaks), surrogates, format characters (zero-width,
+    bidi, joiners, tags…), variation selectors, Hangul fillers. The cleaning of text shown to the model removes
+    these (keeping the Arabic joiners ZWJ/ZWNJ), and masking looks through them."""
+    if char in _INVISIBLE:
+        return True
+    if char.isprintable() or char in LINE_BREAKS:
+        return False
+    return unicodedata.category(char) in ("Cc", "Cs", "Cf")
 
 
 def mask_secret(value: str) -> str:
@@ -53,54 +80,95 @@ def _percent_run(text: str, at: int) -> tuple[list[tuple[str, int]], int]:
     return chars, end
 
 
-def decoded_view(text: str) -> tuple[str, list[int], list[int]]:
-    """The text with JSON escapes and percent-encoding decoded, and for each decoded character the start and end
-    of the original span it came from."""
+# Where the view may differ from the text: an escape, a percent sign, or a character that may be hidden (is_hidden
+# decides; line breaks match the class too). linear: a single character class, one character per attempt.
+_SPECIAL_RE = regex.compile(r"[\\%\p{Cc}\p{Cf}\p{Cs}\uFE00-\uFE0F\U000E0100-\U000E01EF\u115F\u1160\u3164\uFFA0\u034F]")
+
+
+def _decode_at(text: str, index: int) -> list[tuple[str, int]]:
+    """The character(s) the text holds at `index`, decoded: [(character, width in text)]."""
+    char = text[index]
+    if char == "\\" and index + 1 < len(text):
+        following = text[index + 1]
+        if following in _JSON_SIMPLE_ESCAPES:
+            return [(_JSON_SIMPLE_ESCAPES[following], 2)]
+        if following == "u":
+            code = _hex4(text, index + 2)
+            if code is not None:
+                width = 6
+                if 0xD800 <= code < 0xDC00 and text[index + 6 : index + 8] == "\\u":
+                    low = _hex4(text, index + 8)
+                    if low is not None and 0xDC00 <= low < 0xE000:
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                        width = 12
+                return [(chr(code), width)]
+    elif char == "%":
+        chars = _percent_run(text, index)[0]
+        if chars:
+            return chars
+    return [(char, 1)]
+
+
+class _Spans(Sequence[int]):
+    """For each character of a view, where its original span starts (or ends) in the text. Kept as runs (a plain
+    stretch maps one to one), so a megabyte of text costs a list per run, not per character."""
+
+    def __init__(self, runs: list[tuple[int, int, int, int]], length: int, *, ends: bool) -> None:
+        self._runs = runs  # (view start, text start, characters, width of one: 0 for a plain stretch)
+        self._firsts = [run[0] for run in runs]
+        self._length = length
+        self._ends = ends
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._length))]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError(index)
+        view_start, text_start, _count, width = self._runs[bisect.bisect_right(self._firsts, index) - 1]
+        if width == 0:
+            return text_start + (index - view_start) + (1 if self._ends else 0)
+        return text_start + (width if self._ends else 0)
+
+
+def decoded_view(text: str) -> tuple[str, Sequence[int], Sequence[int]]:
+    """The text with JSON escapes and percent-encoding decoded and hidden characters left out, and for each
+    character of the view the start and end of the original span it came from (a hidden character left out falls
+    between two spans, so a match across it covers it)."""
     out: list[str] = []
-    starts: list[int] = []
-    ends: list[int] = []
+    runs: list[tuple[int, int, int, int]] = []
+    size = 0  # characters in the view so far
     index = 0
-    length = len(text)
-    while index < length:
-        char = text[index]
-        if char == "\\" and index + 1 < length:
-            following = text[index + 1]
-            if following in _JSON_SIMPLE_ESCAPES:
-                out.append(_JSON_SIMPLE_ESCAPES[following])
-                starts.append(index)
-                ends.append(index + 2)
-                index += 2
-                continue
-            if following == "u":
-                code = _hex4(text, index + 2)
-                if code is not None:
-                    width = 6
-                    if 0xD800 <= code < 0xDC00 and text[index + 6 : index + 8] == "\\u":
-                        low = _hex4(text, index + 8)
-                        if low is not None and 0xDC00 <= low < 0xE000:
-                            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
-                            width = 12
-                    out.append(chr(code))
-                    starts.append(index)
-                    ends.append(index + width)
-                    index += width
-                    continue
-        elif char == "%":
-            chars, run_end = _percent_run(text, index)
-            if chars:
-                position = index
-                for decoded, width in chars:
-                    out.append(decoded)
-                    starts.append(position)
-                    ends.append(position + width)
-                    position += width
-                index = run_end
-                continue
-        out.append(char)
-        starts.append(index)
-        ends.append(index + 1)
-        index += 1
-    return "".join(out), starts, ends
+    for found in _SPECIAL_RE.finditer(text):
+        stop = found.start()
+        if stop < index:
+            continue  # inside an escape or percent run already decoded
+        if stop > index:  # plain characters, as they are
+            out.append(text[index:stop])
+            runs.append((size, index, stop - index, 0))
+            size += stop - index
+            index = stop
+        for piece, width in _decode_at(text, index):
+            if not is_hidden(piece):
+                out.append(piece)
+                runs.append((size, index, 1, width))
+                size += 1
+            index += width
+    if index < len(text):
+        out.append(text[index:])
+        runs.append((size, index, len(text) - index, 0))
+        size += len(text) - index
+    return "".join(out), _Spans(runs, size, ends=False), _Spans(runs, size, ends=True)
 
 
 def mask_secrets(
@@ -110,10 +178,12 @@ def mask_secrets(
 
     `replacement` is the mask for a value (`••••` plus its last four characters by default) or a fixed string.
     """
-    values = sorted({v for v in secret_values if isinstance(v, str) and v}, key=len, reverse=True)
+    # A secret is looked for as a reader sees it: without hidden characters (a secret of nothing else is no secret).
+    visible = ("".join(ch for ch in v if not is_hidden(ch)) for v in secret_values if isinstance(v, str))
+    values = sorted({v for v in visible if v}, key=len, reverse=True)
     if not values or not text:
         return text
-    decoded, starts, ends = decoded_view(text) if ("\\" in text or "%" in text) else (text, None, None)
+    decoded, starts, ends = decoded_view(text) if _SPECIAL_RE.search(text) else (text, None, None)
     spans: list[tuple[int, int, str]] = []
     for value in values:
         found = decoded.find(value)

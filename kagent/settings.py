@@ -228,10 +228,18 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
+# Served over HTTPS (in production, behind a TLS-terminating proxy): on unless DEBUG is; `bin/run` (DEBUG=true, plain
+# http on a laptop) leaves it off, and KAGENT_HTTPS=false serves plain http without DEBUG.
+KAGENT_HTTPS = _env_bool("KAGENT_HTTPS", not DEBUG)
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
-SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", not DEBUG and _env_bool("KAGENT_HTTPS", False))
+SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", KAGENT_HTTPS)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+if KAGENT_HTTPS:
+    # Behind the proxy Django sees plain HTTP: the proxy says what the client used (it must set this header, never
+    # pass on the client's). Requests that came over HTTPS get HSTS; plain ones (the health check) don't.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_HSTS_SECONDS = int(os.environ.get("KAGENT_HSTS_SECONDS", "31536000")) if KAGENT_HTTPS else 0
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 

@@ -17,6 +17,7 @@ urlpatterns = [
     path("v1/docs", SpectacularSwaggerView.as_view(url_name="openapi"), name="api-docs"),
     path("v1/", include("kagent.api_urls")),
     # Anything else under /v1 is a JSON 404, in DEBUG too (Django's debug 404 page is HTML).
+    # linear: anchored, a literal then anything
     re_path(r"^v1(?:/.*)?$", errors.api_not_found),
     path("", include("dashboard.urls")),
 ]

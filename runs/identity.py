@@ -2,11 +2,14 @@
 
 Verified when the call is made with a secret key and names `end_user: {"external_id", "traits"}`, or when it
 carries `end_user_token`: a JWT (HS256) signed with the project's end-user secret, `sub` = external id, optional
-`traits`, required `exp`. Otherwise anonymous, counted per session.
+`traits`, required `exp`, at most 24 hours away (`MAX_TOKEN_LIFETIME_S`: a token leaked from a browser must not be a
+customer's identity for years; the business's server signs a fresh one when needed). Otherwise anonymous, counted
+per session.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +24,8 @@ from runs.models import EndUser
 
 MAX_TRAITS = 50
 MAX_TRAIT_VALUE = 1000
+MAX_TOKEN_LIFETIME_S = 24 * 3600  # how far away an end_user_token's exp may be
+TOKEN_LEEWAY_S = 30  # clock skew allowed between the business's server and ours
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,9 @@ def _verify_token(project: Project, token: Any) -> tuple[str, dict[str, Any] | N
     last_error = "the token is not signed with this project's end-user secret"
     for secret in signing_secrets_valid(project=project, purpose=SigningSecret.Purpose.END_USER):
         try:
-            claims = jwt.decode(token, key=secret, algorithms=["HS256"], options={"require": ["exp", "sub"]}, leeway=30)
+            claims = jwt.decode(
+                token, key=secret, algorithms=["HS256"], options={"require": ["exp", "sub"]}, leeway=TOKEN_LEEWAY_S
+            )
         except jwt.ExpiredSignatureError:
             raise Unprocessable("invalid_end_user_token", "The end_user_token has expired (exp).") from None
         except jwt.MissingRequiredClaimError as exc:
@@ -108,6 +115,11 @@ def _verify_token(project: Project, token: Any) -> tuple[str, dict[str, Any] | N
         except jwt.InvalidTokenError as exc:
             last_error = str(exc)[:200]
             continue
+        if int(claims["exp"]) > time.time() + MAX_TOKEN_LIFETIME_S + TOKEN_LEEWAY_S:  # PyJWT read it with int()
+            raise Unprocessable(
+                "invalid_end_user_token",
+                "The end_user_token's exp is more than 24 hours away: sign short-lived tokens (at most 24 hours).",
+            )
         external_id = _check_external_id(claims.get("sub"), "$.end_user_token.sub")
         traits = _check_traits(claims.get("traits"), "$.end_user_token.traits") if "traits" in claims else None
         return external_id, traits

@@ -97,9 +97,15 @@ class ModelResponse:
 
 
 class ModelError(Exception):
-    """The model could not answer. `retryable` errors are retried with backoff by `complete`."""
+    """The model could not answer. `retryable` errors are retried with backoff by `complete`.
 
-    def __init__(self, message: str, *, retryable: bool, status: int | None = None) -> None:
+    The message is shown to the tenant (a failed run's `last_error.message`, readable with a publishable key): it
+    never carries an address, what a name resolved to, or anything of the operator's endpoint but its status.
+    `detail` is the full reason, for the server log only.
+    """
+
+    def __init__(self, message: str, *, retryable: bool, status: int | None = None, detail: str = "") -> None:
         super().__init__(message)
         self.retryable = retryable
         self.status = status
+        self.detail = detail or message

@@ -161,7 +161,10 @@ def _tool_call_detail(call: ToolCall) -> dict[str, Any]:
         "simulated": call.simulated,
         "attempts": call.attempts,
         "shown_to_model": call.result,
-        "upstream": call.upstream,
+        # Steps written before the address left them still hold it: never shown (it is in the egress log).
+        "upstream": {k: v for k, v in call.upstream.items() if k != "resolved_address"}
+        if isinstance(call.upstream, dict)
+        else call.upstream,
     }
 
 

@@ -8,13 +8,26 @@ sentence, so "Sorry for the wait! I've cancelled your order." is still a claim.
 
 from __future__ import annotations
 
-import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import regex
 
 from tools.arabic import normalize_digits
 
 MAX_PUSHBACKS = 2
+
+# The patterns below read a model's answer, which anyone can steer (a tenant's own base_url, a prompt-injected model,
+# the demo model echoing the customer). Two guarantees, either enough on its own:
+# - linear by construction: the answer is squeezed first (`_squeeze`: every run of whitespace becomes one space or
+#   one newline), so each `\s*`/`\s+` matches at most one character and neighbouring optional parts can't trade
+#   characters; a number is taken whole (`(\d+)`, leading zeros dropped afterwards), never split between `0*` and
+#   `\d+`; every match starts on a literal word, so a failed start costs a constant;
+# - a time limit anyway: every match runs on the `regex` module with `timeout=` from one budget for the whole answer
+#   (`CHECK_BUDGET_S`); an answer that can't be read within it is a claim ("could not be checked"), never a pass.
+CHECK_BUDGET_S = 1.0
+UNCHECKED_CLAIM = "the answer could not be checked in time"
 
 _AR = "\u0600-\u06ff"
 _NOT_AR_BEFORE = f"(?<![{_AR}])"
@@ -25,41 +38,48 @@ _CHANGE_VERBS = (
 )
 _ADVERBS = r"(?:(?:just|now|already|successfully|also|gone ahead and|went ahead and)\s+)*"
 
-_TICKET_CODE_RE = re.compile(r"\bTKT[-\s]?0*(\d+)\b", re.IGNORECASE)
-_TICKET_WORD_RE = re.compile(
-    r"\bticket\s*(?:number|no\.?|id|#)?\s*(?:is|was|:)?\s*#?\s*(?:TKT-?)?0*(\d{2,})\b"
-    rf"|{_NOT_AR_BEFORE}(?:ال)?تذكرة\s*(?:رقم)?\s*:?\s*#?\s*0*(\d+)"
-    rf"|{_NOT_AR_BEFORE}رقم\s+(?:ال)?تذكرة\s*(?:هو|هي)?\s*:?\s*#?\s*0*(\d+)",
-    re.IGNORECASE,
+# linear: literal TKT, then one optional separator and one digit run taken whole (see the note above).
+_TICKET_CODE_RE = regex.compile(r"\bTKT[-\s]?(\d+)\b", regex.IGNORECASE)
+# linear: a literal word first, then optional parts separated by at most one (squeezed) whitespace character each.
+_TICKET_WORD_RE = regex.compile(
+    r"\bticket\s?(?:number|no\.?|id|#)?\s?(?:is|was|:)?\s?#?\s?(?:TKT-?)?(\d{2,})\b"
+    rf"|{_NOT_AR_BEFORE}(?:ال)?تذكرة\s?(?:رقم)?\s?:?\s?#?\s?(\d+)"
+    rf"|{_NOT_AR_BEFORE}رقم\s(?:ال)?تذكرة\s?(?:هو|هي)?\s?:?\s?#?\s?(\d+)",
+    regex.IGNORECASE,
 )
-_HANDOFF_RE = re.compile(
+# linear: every branch starts on a literal word; \s+ meets one squeezed character; each adverb turn needs a word.
+_HANDOFF_RE = regex.compile(
     rf"\b(?:I|we)(?:'ve|'re| have| are)?\s+{_ADVERBS}(?:transferred|escalated|handed|passed|connected|forwarded)"
     rf"\s+{_OBJECT}\b"
     rf"|\b(?:I'm|I am|we're|we are)\s+(?:now\s+)?(?:transferring|connecting|escalating|handing|passing)\s+{_OBJECT}\b"
     r"|\b(?:you|this|your\s+\w+|the\s+(?:conversation|chat|case|request))\s+(?:has|have|is|are)\s+(?:now\s+)?"
     r"(?:been\s+)?(?:transferred|escalated|handed over|passed on|forwarded)\b"
-    r"|\b(?:a|an|our)\s+(?:human|live|support)?\s*(?:agent|representative|team member|specialist|colleague)s?\s+"
+    r"|\b(?:a|an|our)\s(?:(?:human|live|support)\s)?(?:agent|representative|team member|specialist|colleague)s?\s+"
     r"(?:will|is going to|are going to)\s+(?:join|take over|contact|be with|reach out|get back|continue)\b"
     rf"|{_NOT_AR_BEFORE}(?:تم\s+تحويل|قمت\s+بتحويل|سيتم\s+تحويل|حولت|حوّلت|تم\s+تصعيد|قمت\s+بتصعيد|سيتم\s+تصعيد"
     r"|تم\s+نقل\s+(?:محادثتك|المحادثة|طلبك)|سيتواصل\s+معك|سيقوم\s+أحد)",
-    re.IGNORECASE,
+    regex.IGNORECASE,
 )
-_CHANGE_RE = re.compile(
+# linear: as _HANDOFF_RE.
+_CHANGE_RE = regex.compile(
     rf"\b(?:I|we)(?:'ve| have)?\s+{_ADVERBS}(?:{_CHANGE_VERBS})\b"
     rf"|\b(?:has|have)\s+(?:now\s+|just\s+)?been\s+(?:successfully\s+)?(?:{_CHANGE_VERBS})\b"
     rf"|\bis\s+now\s+(?:{_CHANGE_VERBS})\b"
     rf"|{_NOT_AR_BEFORE}(?:تم\s+(?:ال)?(?:إلغاء|الغاء|تحديث|تغيير|إرسال|ارسال|تأكيد|تاكيد|حجز|استرداد|إنشاء|انشاء|فتح|حذف)"
     r"|تم\s+بنجاح|تمت\s+العملية|ألغيت|الغيت|حدثت\s+طلبك)",
-    re.IGNORECASE,
+    regex.IGNORECASE,
 )
-_DONE_RE = re.compile(r"\b(?:done|all set|successfully|completed|taken care of)\b|تم\s+بنجاح|تمت", re.IGNORECASE)
-_ADMISSION_RE = re.compile(
+# linear: literal alternatives only.
+_DONE_RE = regex.compile(r"\b(?:done|all set|successfully|completed|taken care of)\b|تم\s+بنجاح|تمت", regex.IGNORECASE)
+# linear: literal alternatives only.
+_ADMISSION_RE = regex.compile(
     r"\b(?:couldn't|could not|can't|cannot|unable|wasn't able|was not able|not able|didn't work|did not work|"
     r"didn't go through|did not go through|failed|wasn't possible|was not possible|haven't been able)\b"
     rf"|{_NOT_AR_BEFORE}(?:لم\s+أتمكن|لم\s+اتمكن|لم\s+نتمكن|تعذر|تعذّر|فشل|لا\s+أستطيع|لا\s+يمكنني)",
-    re.IGNORECASE,
+    regex.IGNORECASE,
 )
-_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?؟。])\s+|\n+")
+# linear: a one-character look-behind and one squeezed whitespace character or newline.
+_SENTENCE_SPLIT_RE = regex.compile(r"(?<=[.!?؟。])\s|\n")
 
 
 @dataclass(frozen=True)
@@ -72,40 +92,74 @@ class RunFacts:
     last_call_failed: str | None  # the tool whose call failed most recently, with no success after it
 
 
-def _sentences(text: str) -> list[str]:
-    return [part for part in _SENTENCE_SPLIT_RE.split(text) if part.strip()]
+def _squeeze(text: str) -> str:
+    """Every run of whitespace as one space, or one newline where it held a line break (see the note at the top)."""
+    lines = (" ".join(line.split()) for line in text.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+class _Budget:
+    """One deadline for reading a whole answer; each match gets the time left (TimeoutError when none is)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+
+    def left(self) -> float:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the truthfulness check ran out of time")
+        return remaining
+
+
+def _number(digits: str) -> str:
+    """A ticket number as text without leading zeros: 0099 -> 99 (never int(): a 5,000-digit number is a claim too,
+    not a crash)."""
+    return digits.lstrip("0") or "0"
+
+
+def _shown(number: str) -> str:
+    return number if len(number) <= 20 else number[:20] + "…"
 
 
 def unverified_claims(text: str, facts: RunFacts) -> list[str]:
-    text = normalize_digits(text)
     claims: list[str] = []
+    try:
+        _find_claims(_squeeze(normalize_digits(text)), facts, claims, _Budget(CHECK_BUDGET_S))
+    except TimeoutError:
+        if UNCHECKED_CLAIM not in claims:
+            claims.append(UNCHECKED_CLAIM)
+    return claims
 
+
+def _find_claims(text: str, facts: RunFacts, claims: list[str], budget: _Budget) -> None:
     def add(claim: str) -> None:
         if claim not in claims:
             claims.append(claim)
 
-    named: set[int] = set()
-    for match in _TICKET_CODE_RE.finditer(text):
-        named.add(int(match.group(1)))
-        if f"TKT-{int(match.group(1))}" not in facts.ticket_numbers():
-            add(f"ticket TKT-{int(match.group(1))}")
-    for match in _TICKET_WORD_RE.finditer(text):
-        number = int(next(group for group in match.groups() if group))
+    named: set[str] = set()
+    for match in _TICKET_CODE_RE.finditer(text, timeout=budget.left()):
+        number = _number(match.group(1))
+        named.add(number)
+        if f"TKT-{number}" not in facts.ticket_numbers():
+            add(f"ticket TKT-{_shown(number)}")
+    for match in _TICKET_WORD_RE.finditer(text, timeout=budget.left()):
+        number = _number(next(group for group in match.groups() if group))
         if number not in named and f"TKT-{number}" not in facts.ticket_numbers():
             named.add(number)
-            add(f"ticket {number}")
+            add(f"ticket {_shown(number)}")
 
-    for sentence in _sentences(text):
-        if _ADMISSION_RE.search(sentence):
+    for sentence in _SENTENCE_SPLIT_RE.split(text, timeout=budget.left()):
+        if not sentence.strip():
             continue
-        if _HANDOFF_RE.search(sentence) and not facts.handoff_done():
+        if _ADMISSION_RE.search(sentence, timeout=budget.left()):
+            continue
+        if _HANDOFF_RE.search(sentence, timeout=budget.left()) and not facts.handoff_done():
             add("handoff to the team")
-        change = _CHANGE_RE.search(sentence)
-        if facts.last_call_failed and (change or _DONE_RE.search(sentence)):
+        change = _CHANGE_RE.search(sentence, timeout=budget.left())
+        if facts.last_call_failed and (change or _DONE_RE.search(sentence, timeout=budget.left())):
             add(f"success right after {facts.last_call_failed} failed")
         elif change and not facts.any_success:
             add(f"action claimed without a tool: {change.group(0)!r}")
-    return claims
 
 
 def pushback_notice(claims: list[str], attempt: int) -> str:

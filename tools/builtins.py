@@ -23,6 +23,7 @@ from typing import Any, Final
 
 RULES_HEADING: Final = "This company's rules for this action"
 LOCK_PATH: Final = Path(__file__).with_name("builtins.lock.json")
+# linear: anchored, numbers split by literal dots
 SEMVER_RE: Final = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
 
 
@@ -472,6 +473,7 @@ def versions() -> dict[str, str]:
 
 def _loose(name: str) -> str:
     # Case, separators and camelCase don't make a different name: "Transfer-To-Human" is "transferToHuman".
+    # linear: one class, repeated
     return re.sub(r"[\s_\-]+", "", name).casefold()
 
 
@@ -510,6 +512,7 @@ def _enum_values(tool: BuiltinTool) -> dict[str, list[str]]:
 def _fold_enum_value(value: Any, allowed: Sequence[str]) -> Any:
     # "High" or "Customer requested" mean the enum value; anything else is left for strict validation to refuse.
     if isinstance(value, str):
+        # linear: one class, repeated
         folded = re.sub(r"[\s\-]+", "_", value.strip()).casefold()
         if folded in allowed:
             return folded

@@ -35,7 +35,9 @@ _ARGUMENT_CODES = frozenset({"invalid_arguments", "blank_placeholder", "unresolv
 @dataclass(frozen=True)
 class HttpCallOutcome:
     model_result: dict[str, Any]  # {"ok": true, "data": …} or {"ok": false, "error": {"code", "guidance"}}
-    step: dict[str, Any]  # method, host, path, status, body_excerpt, duration_ms, resolved_address, error_code
+    # method, host, path, status, body_excerpt, duration_ms, error_code: what the tenant reads in the run steps.
+    # Never the address the host resolved to (a map of our network once refused): that is in the egress log only.
+    step: dict[str, Any]
     may_have_reached_upstream: bool
 
     @property
@@ -62,21 +64,37 @@ def _template_failure(exc: TemplateError) -> dict[str, Any]:
     )
 
 
-def _excerpt(body: bytes, secret_values: Sequence[str]) -> str:
-    text = body[: BODY_EXCERPT_CHARS * 4].decode("utf-8", "replace")
-    return mask_secrets(clean_text(text, keep_joiners=True), tuple(secret_values))[:BODY_EXCERPT_CHARS]
-
-
-def _masked_body(body: bytes, secret_values: Sequence[str]) -> bytes:
-    """An upstream that echoes a secret (an API repeating the key it was sent) must not hand it to the model:
-    masked in the raw body, before values are cut to 200 characters (a cut could split a secret)."""
-    if not secret_values:
-        return body
+def _masked(body: bytes, secret_values: Sequence[str]) -> tuple[str, bytes]:
+    """The body with every secret masked, before anything is cut (a cut could split a secret and leave its start
+    showing): as text for the step's excerpt, and as bytes for shaping (an upstream that echoes a secret, like an API
+    repeating the key it was sent, must not hand it to the model). Bytes that are not UTF-8 go to shaping as they
+    are: it refuses them as unreadable."""
     try:
-        text = body.decode("utf-8")
+        text, strict = body.decode("utf-8"), True
     except UnicodeDecodeError:
-        return body  # not JSON text: shaping refuses it as unreadable anyway
-    return mask_secrets(text, tuple(secret_values)).encode("utf-8")
+        text, strict = body.decode("utf-8", "replace"), False
+    if not secret_values:
+        return text, body
+    masked = mask_secrets(text, tuple(secret_values))
+    return masked, masked.encode("utf-8") if strict else body
+
+
+def _excerpt(masked_text: str, secret_values: Sequence[str]) -> str:
+    # Cleaning can only shorten, so 4x leaves room for removed characters; masked again after cleaning in case line
+    # breaks turned into spaces made a secret with spaces in it.
+    cleaned = clean_text(masked_text[: BODY_EXCERPT_CHARS * 4], keep_joiners=True)
+    return mask_secrets(cleaned, tuple(secret_values))[:BODY_EXCERPT_CHARS]
+
+
+def _masked_result(value: Any, secret_values: Sequence[str]) -> Any:
+    """What the model is shown, every string masked once more after shaping cleaned and cut it."""
+    if isinstance(value, str):
+        return mask_secrets(value, tuple(secret_values))
+    if isinstance(value, list):
+        return [_masked_result(item, secret_values) for item in value]
+    if isinstance(value, dict):
+        return {key: _masked_result(item, secret_values) for key, item in value.items()}
+    return value
 
 
 def http_tool_call(
@@ -104,7 +122,6 @@ def http_tool_call(
         "status": None,
         "body_excerpt": "",
         "duration_ms": 0,
-        "resolved_address": "",
         "error_code": "",
     }
 
@@ -146,15 +163,15 @@ def http_tool_call(
             record=record,
         )
     except EgressError as exc:
-        step.update(error_code=exc.code, status=exc.status, resolved_address=exc.resolved_address)
+        step.update(error_code=exc.code, status=exc.status)
         code = "unreadable" if exc.code in _UNREADABLE_EGRESS_CODES else "upstream_failed"
         return done(shape_failure(code), exc.may_have_reached_upstream)
 
+    masked_text, masked_body = _masked(response.body, secrets)
     step.update(
         status=response.status,
-        resolved_address=response.resolved_address,
         duration_ms=response.duration_ms,
-        body_excerpt=_excerpt(response.body, secrets),
+        body_excerpt=_excerpt(masked_text, secrets),
     )
     if response.status == 429:
         step["error_code"] = "upstream_rate_limited"
@@ -165,9 +182,7 @@ def http_tool_call(
     config = tool.get("config") or {}
     try:
         shaped = shape_response(
-            body=_masked_body(response.body, secrets),
-            response_config=config.get("response"),
-            tool_name=str(tool.get("name", "")),
+            body=masked_body, response_config=config.get("response"), tool_name=str(tool.get("name", ""))
         )
     except ShapingError as exc:
         step["error_code"] = "unreadable"
@@ -175,4 +190,4 @@ def http_tool_call(
         return done(shape_failure("unreadable"), True)
     step["rows_total"] = shaped.rows_total
     step["rows_shown"] = shaped.rows_shown
-    return done(shaped.model_result, True)
+    return done(_masked_result(shaped.model_result, secrets) if secrets else shaped.model_result, True)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tools import builtins
-from tools.arguments import StrictValidator
+from tools.arguments import UncheckableArguments, argument_errors
 from tools.builtins import Effect
 from tools.templating import TEXT_MAX, is_token
 from tools.templating import normalize_arguments as normalize_digits_in
@@ -167,11 +167,12 @@ def _format_errors(spec: ToolSpec, arguments: dict[str, Any]) -> list[str]:
 def _schema_problems(spec: ToolSpec, arguments: Any) -> list[str]:
     schema = dict(spec.parameters)
     schema.setdefault("additionalProperties", False)  # strict: no argument the schema doesn't name
-    validator = StrictValidator(schema)
     problems = []
     try:
-        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path)))
-    except Exception:  # a tenant schema that can't be evaluated (e.g. a $ref to nowhere) runs nothing
+        errors = sorted(argument_errors(schema, arguments), key=lambda e: list(map(str, e.absolute_path)))
+    except UncheckableArguments as exc:  # a $ref out of the schema, a pattern too slow for its budget: runs nothing
+        return [f"{exc.message}; this tool can't be used with these arguments right now"]
+    except Exception:  # a tenant schema that can't be evaluated otherwise runs nothing either
         return ["the tool's parameter schema can't be checked; this tool can't be used right now"]
     for error in errors:
         where = ".".join(map(str, error.absolute_path)) or "arguments"

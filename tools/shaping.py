@@ -11,10 +11,10 @@
 from __future__ import annotations
 
 import json
-import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from kagent.masking import LINE_BREAKS, is_hidden
 from tools.arabic import normalize_digits
 
 MAX_FIELDS = 12
@@ -38,14 +38,6 @@ FAILURE_GUIDANCE = {
     "moment; do not guess the result.",
 }
 
-# Invisible characters outside the Cc/Cf categories that can hide text from a reader.
-_INVISIBLE = frozenset(
-    [chr(c) for c in range(0xFE00, 0xFE10)]  # variation selectors
-    + [chr(c) for c in range(0xE0100, 0xE01F0)]  # variation selectors supplement
-    + ["\u115f", "\u1160", "\u3164", "\uffa0", "\u034f"]  # Hangul fillers, combining grapheme joiner
-)
-_LINE_BREAKS = frozenset("\t\n\r\v\f\x85\u2028\u2029")
-
 
 def ascii_digits(text: str) -> str:
     """Arabic-Indic (U+0660…) and extended Arabic-Indic (U+06F0…) digits as ASCII: ٨٨١٢ -> 8812."""
@@ -59,19 +51,12 @@ def clean_text(text: str, *, keep_joiners: bool) -> str:
     """
     out: list[str] = []
     for ch in text:
-        if ch in _LINE_BREAKS:
+        if ch in LINE_BREAKS:
             out.append(" ")
-            continue
-        if ch in _INVISIBLE:
-            continue
-        category = unicodedata.category(ch)
-        if category in ("Cc", "Cs"):
-            continue
-        if category == "Cf":  # bidi marks/embeddings/isolates, ZWSP, word joiner, BOM, tag characters…
-            if keep_joiners and ch in (ZWJ, ZWNJ):
-                out.append(ch)
-            continue
-        out.append(ch)
+        elif not is_hidden(ch):  # hidden: bidi marks/embeddings/isolates, ZWSP, word joiner, BOM, tags, controls…
+            out.append(ch)
+        elif keep_joiners and ch in (ZWJ, ZWNJ):
+            out.append(ch)
     return "".join(out)
 
 

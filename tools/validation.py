@@ -17,9 +17,11 @@ from kagent.egress import is_tenant_forbidden_header
 from kagent.errors import Unprocessable
 from kagent.validation import make_validator, schema_errors
 from tools import placeholders
+from tools.arguments import schema_refusal
 from tools.builtins import BUILTIN_NAMES
 from tools.placeholders import Placeholder, PlaceholderError
 
+# linear: anchored, one class, bounded
 HTTP_TOOL_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,29}$")
 MAX_PARAMETERS = 8
 MAX_RESPONSE_FIELDS = 12
@@ -30,6 +32,7 @@ ALLOWED_PORTS = (443, 8443)
 BODY_METHODS = ("POST", "PUT", "PATCH")
 FORMATS = ("token", "text")
 
+# linear: anchored, one class, bounded
 HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
 
 # Seed: parameters named like identity are refused on tools that need a verified user.
@@ -58,7 +61,9 @@ IDENTITY_SUFFIXES = (
     "usernumber",
 )
 
+# linear: anchored, one class, bounded
 HOST_LABEL_RE = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+# linear: anchored; the host class excludes the ':' and '/' that end it
 URL_PREFIX_RE = re.compile(r"^https://(?P<host>[^/:?#{}\s]+)(?::(?P<port>[0-9]{1,5}))?(?P<rest>/.*)?$", re.DOTALL)
 
 # One entry of `response.fields` (HTTP tools and API knowledge sources): which value of a row, under which label.
@@ -183,6 +188,7 @@ def split_url(url: str) -> UrlParts:
     _parse_template(rest, "$.config.url")  # a malformed placeholder is named as such before other URL rules
     for literal in placeholders.split(rest):
         # A lone % would let an argument finish an escape: %2{{args.a}} with a = "f" is an encoded "/".
+        # linear: a literal and a fixed look-ahead
         if isinstance(literal, str) and re.search(r"%(?![0-9A-Fa-f]{2})", literal):
             raise _refuse("invalid_url", "A % in the URL must start an escape like %20.", "$.config.url")
     if "#" in rest:
@@ -352,6 +358,9 @@ def _check_parameters(schema: Any, requires_verified_user: bool) -> dict[str, An
         raise _refuse(
             "invalid_parameters", f"parameters is not a valid JSON Schema: {exc.message[:200]}", path
         ) from None
+    refusal = schema_refusal(schema)
+    if refusal:
+        raise _refuse("invalid_parameters", f"parameters: {refusal}.", path)
     unknown = set(schema) - {"type", "properties", "required", "additionalProperties", "description"}
     if unknown:
         raise _refuse(

@@ -36,15 +36,16 @@ Every attempt, made or refused, is recorded as an EgressEvent: host, port, path 
 address, decision, code, status, bytes, duration. Never query strings, headers, bodies or secret values.
 
 Where each part lives, from the bottom up (a module imports only modules above it in this list):
-`limits` the seed's numbers; `errors` EgressError and REFUSAL_CODES; `headers` which headers callers and tenants
-may set; `resolver` DNS on a bounded pool and the --resolve overrides; `addresses` the deny list and EgressPolicy;
-`urls` url_check; `decoding` the bounded body decoder; `events` the egress log; `transport` the guarded backend,
-stream and EgressTransport; `client` EgressClient and get_client. Import from `kagent.egress`, not the modules.
+`limits` the seed's numbers; `errors` EgressError, REFUSAL_CODES and what a tenant is told of a failure; `headers`
+which headers callers and tenants may set; `resolver` DNS on threads admitted per process, project and host, and
+the --resolve overrides; `addresses` the deny list and EgressPolicy; `urls` url_check; `decoding` the bounded body
+decoder; `events` the egress log; `transport` the guarded backend, stream and EgressTransport; `client`
+EgressClient and get_client. Import from `kagent.egress`, not the modules.
 """
 
 from kagent.egress.addresses import EgressPolicy, IPAddress, IPNetwork, address_denial
 from kagent.egress.client import EgressClient, EgressResponse, get_client
-from kagent.egress.errors import REFUSAL_CODES, EgressError
+from kagent.egress.errors import REFUSAL_CODES, TENANT_MESSAGES, EgressError, tenant_code, tenant_message
 from kagent.egress.events import EgressRecord, Recorder, record_event_db
 from kagent.egress.headers import (
     FORBIDDEN_HEADER_PREFIXES,
@@ -63,7 +64,7 @@ from kagent.egress.limits import (
     MAX_TIMEOUT_MS,
     MAX_URL_LENGTH,
 )
-from kagent.egress.resolver import DNS_BACKLOG, Resolver, system_resolver
+from kagent.egress.resolver import DNS_BACKLOG, DNS_PER_HOST, DNS_PER_PROJECT, Resolver, system_resolver
 from kagent.egress.transport import EgressTransport
 from kagent.egress.urls import TargetUrl, url_check
 
@@ -72,6 +73,8 @@ __all__ = [
     "ALLOWED_PORTS",
     "CONNECT_TIMEOUT_S",
     "DNS_BACKLOG",
+    "DNS_PER_HOST",
+    "DNS_PER_PROJECT",
     "FORBIDDEN_HEADER_PREFIXES",
     "MAX_REQUEST_BODY_BYTES",
     "MAX_RESPONSE_BYTES",
@@ -79,6 +82,7 @@ __all__ = [
     "MAX_URL_LENGTH",
     "REFUSAL_CODES",
     "SIGNING_HEADERS",
+    "TENANT_MESSAGES",
     "TENANT_FORBIDDEN_HEADERS",
     "TRANSPORT_HEADERS",
     "USER_AGENT",
@@ -98,5 +102,7 @@ __all__ = [
     "is_tenant_forbidden_header",
     "record_event_db",
     "system_resolver",
+    "tenant_code",
+    "tenant_message",
     "url_check",
 ]

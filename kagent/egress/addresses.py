@@ -28,7 +28,12 @@ _DENIED_V4 = tuple(
         "169.254.0.0/16",
         "172.16.0.0/12",
         "192.168.0.0/16",
+        "192.0.0.0/24",  # IETF protocol assignments (DS-Lite, NAT64 discovery…)
+        "192.0.2.0/24",  # TEST-NET-1
+        "192.88.99.0/24",  # 6to4 relay anycast (deprecated, RFC 7526)
         "198.18.0.0/15",
+        "198.51.100.0/24",  # TEST-NET-2
+        "203.0.113.0/24",  # TEST-NET-3
         "224.0.0.0/4",  # multicast
         "240.0.0.0/4",  # reserved, includes broadcast 255.255.255.255
     )
@@ -43,6 +48,12 @@ _DENIED_V6 = tuple(
         "fec0::/10",  # deprecated site local (is_global says True)
         "ff00::/8",  # multicast
         "64:ff9b:1::/48",  # local-use NAT64 (RFC 8215): every embedding format; never a public destination
+        "::ffff:0:0:0/96",  # SIIT IPv4-translated addresses (RFC 7915): never a public destination
+        "100::/64",  # discard-only (RFC 6666)
+        "2001::/23",  # IETF protocol assignments: all of Teredo 2001::/32, benchmarking, ORCHID, AMT…
+        "2001:db8::/32",  # documentation
+        "3fff::/20",  # documentation (RFC 9637)
+        "5f00::/16",  # SRv6 segment identifiers (RFC 9602)
     )
 )
 _V4_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
@@ -50,12 +61,15 @@ _V4_COMPATIBLE = ipaddress.IPv6Network("::/96")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _SIX_TO_FOUR = ipaddress.IPv6Network("2002::/16")
 _TEREDO = ipaddress.IPv6Network("2001::/32")
+_SIIT = ipaddress.IPv6Network("::ffff:0:0:0/96")
 
 
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
-    """IPv4 addresses carried inside an IPv6 address (mapped, compatible, NAT64, 6to4, Teredo)."""
+    """IPv4 addresses carried inside an IPv6 address (mapped, compatible, SIIT, NAT64, 6to4, Teredo). Teredo and SIIT
+    are denied whole; they are unwrapped too so the reason, and the check for the service's own hosts, name what
+    they carry."""
     low32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    if ip in _V4_MAPPED or ip in _V4_COMPATIBLE or ip in _NAT64:
+    if ip in _V4_MAPPED or ip in _V4_COMPATIBLE or ip in _SIIT or ip in _NAT64:
         return [low32]
     if ip in _SIX_TO_FOUR:
         return [ipaddress.IPv4Address((int(ip) >> 80) & 0xFFFFFFFF)]

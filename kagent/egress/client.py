@@ -5,6 +5,7 @@ is the process's client."""
 from __future__ import annotations
 
 import http.cookiejar
+import logging
 import os
 import threading
 import time
@@ -31,6 +32,8 @@ from kagent.egress.resolver import Resolver, system_resolver
 from kagent.egress.transport import EXCHANGE, EgressTransport, Exchange
 from kagent.egress.urls import TargetUrl, url_check
 from kagent.masking import mask_secrets
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,7 @@ class EgressClient:
             target = url_check(url)
             host, port, path = target.host, target.port, target.path
             response = self._send(
+                project_id=project_id,
                 target=target,
                 method=method,
                 headers=headers,
@@ -122,6 +126,18 @@ class EgressClient:
                 outcome=outcome,
             )
         except EgressError as exc:
+            # The full reason (addresses, ranges) is for the operator: here and in the egress log. Tenants are shown
+            # `tenant_message(exc)` only.
+            logger.warning(
+                "egress call not completed: project=%s purpose=%s host=%s port=%s code=%s address=%s reason=%s",
+                project_id,
+                purpose,
+                host,
+                port,
+                exc.code,
+                exc.resolved_address or outcome["address"],
+                mask_secrets(exc.message, secret_values, replacement="****"),
+            )
             self._record(
                 recorder,
                 project_id,
@@ -191,6 +207,7 @@ class EgressClient:
     def _send(
         self,
         *,
+        project_id: str | None,
         target: TargetUrl,
         method: str,
         headers: dict[str, str],
@@ -211,7 +228,7 @@ class EgressClient:
         if policy.is_own_host(target.host):
             raise EgressError("url_not_allowed", "K-Agent's own hosts are not reachable")
         deadline = started + min(timeout_ms, MAX_TIMEOUT_MS) / 1000
-        exchange = Exchange(policy=policy, deadline=deadline)
+        exchange = Exchange(policy=policy, deadline=deadline, project_id=project_id or "")
         token = EXCHANGE.set(exchange)
         try:
             left = max(exchange.remaining(), 0.001)

@@ -39,3 +39,26 @@ class EgressError(Exception):
         self.resolved_address = resolved_address
         self.status = status
         self.may_have_reached_upstream = may_have_reached_upstream
+
+
+# What a tenant may be told of a failed call (a run's last_error, an API error): a code it can act on and neutral
+# words. Never an address, what a name resolved to, or the deny list's ranges: shown to a tenant (even through a
+# publishable key in a browser), those would map the operator's network. The full reason (`EgressError.message`)
+# goes to the server log, and the code and address to the egress log (EgressEvent).
+TENANT_MESSAGES = {
+    "url_not_allowed": "the URL is not allowed (https:// only, port 443 or 8443, a plain host name)",
+    "address_not_allowed": "the host resolves to an address K-Agent does not call (private, internal or reserved)",
+    "dns_failed": "the host name does not resolve",
+    "upstream_failed": "the server could not be reached or did not answer properly",
+}
+
+
+def tenant_code(code: str) -> str:
+    """The code a tenant is shown for an egress code: one of TENANT_MESSAGES."""
+    return code if code in TENANT_MESSAGES else "upstream_failed"
+
+
+def tenant_message(error: EgressError) -> str:
+    """`"<code>: <neutral words>"` for `error`, safe to show a tenant."""
+    code = tenant_code(error.code)
+    return f"{code}: {TENANT_MESSAGES[code]}"

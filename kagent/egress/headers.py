@@ -36,7 +36,9 @@ def is_tenant_forbidden_header(name: str) -> bool:
     return lowered in TENANT_FORBIDDEN_HEADERS or lowered.startswith(FORBIDDEN_HEADER_PREFIXES)
 
 
+# linear: anchored, one class, bounded
 _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+# linear: anchored, one class, bounded
 _HEADER_VALUE_RE = re.compile(r"^[\x20-\x7e\t]{0,8192}$")
 
 

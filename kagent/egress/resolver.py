@@ -26,32 +26,65 @@ def parse_resolve(raw: str) -> dict[tuple[str, int], tuple[str, ...]]:
     return out
 
 
-# getaddrinfo has no timeout of its own: lookups run on a small pool and are waited for at most the time left.
-# One pool per process: a forked worker must not inherit a pool whose threads stayed in the parent.
-_dns_pools: dict[int, ThreadPoolExecutor] = {}
+# getaddrinfo has no timeout of its own and can't be abandoned: a lookup nobody waits for any more still holds its
+# thread until the system resolver gives up (tens of seconds for a name whose DNS never answers). So lookups are
+# admitted, not queued: at most DNS_BACKLOG at a time per process, each on a thread of its own at once (the pool has
+# as many threads), and at most DNS_PER_PROJECT of one project and DNS_PER_HOST of one name among them. A tenant
+# whose DNS is black-holed holds a few threads and is refused at once beyond them; every other tenant keeps the rest.
+# One pool and one count per process: a forked worker must not inherit threads that stayed in the parent.
+DNS_BACKLOG = 64  # lookups running per process
+DNS_PER_PROJECT = 4  # of them, for one project (calls without a project share one allowance)
+DNS_PER_HOST = 2  # of them, for one name, whoever asks: a broken name takes at most half a project's allowance
+
+
+class DnsAdmission:
+    """Counts the lookups in flight per process, per project and per host; admits one only within all three."""
+
+    def __init__(self, *, total: int = DNS_BACKLOG, per_project: int = DNS_PER_PROJECT, per_host: int = DNS_PER_HOST):
+        self.total, self.per_project, self.per_host = total, per_project, per_host
+        self._lock = threading.Lock()
+        self._running = 0
+        self._projects: dict[str, int] = {}
+        self._hosts: dict[str, int] = {}
+
+    def try_admit(self, *, project: str, host: str) -> str | None:
+        """None when admitted (call `release` when the lookup ends), else which limit refused it."""
+        with self._lock:
+            if self._running >= self.total:
+                return "lookups in this process"
+            if self._projects.get(project, 0) >= self.per_project:
+                return "lookups of this project"
+            if self._hosts.get(host, 0) >= self.per_host:
+                return "lookups of this host"
+            self._running += 1
+            self._projects[project] = self._projects.get(project, 0) + 1
+            self._hosts[host] = self._hosts.get(host, 0) + 1
+            return None
+
+    def release(self, *, project: str, host: str) -> None:
+        with self._lock:
+            self._running -= 1
+            for counts, key in ((self._projects, project), (self._hosts, host)):
+                counts[key] -= 1
+                if not counts[key]:
+                    del counts[key]
+
+
 _dns_lock = threading.Lock()
-DNS_BACKLOG = 64  # lookups queued or running per process
-_dns_slot_counters: dict[int, threading.BoundedSemaphore] = {}
+_dns_state: dict[int, tuple[ThreadPoolExecutor, DnsAdmission]] = {}
 
 
-def dns_pool() -> ThreadPoolExecutor:
+def dns_pool() -> tuple[ThreadPoolExecutor, DnsAdmission]:
+    """This process's lookup threads and the count that admits lookups to them."""
     pid = os.getpid()
     with _dns_lock:
-        pool = _dns_pools.get(pid)
-        if pool is None:
-            _dns_pools.clear()
-            pool = _dns_pools[pid] = ThreadPoolExecutor(max_workers=8, thread_name_prefix="egress-dns")
-        return pool
-
-
-def dns_slots() -> threading.BoundedSemaphore:
-    pid = os.getpid()
-    with _dns_lock:
-        slots = _dns_slot_counters.get(pid)
-        if slots is None:
-            _dns_slot_counters.clear()
-            slots = _dns_slot_counters[pid] = threading.BoundedSemaphore(DNS_BACKLOG)
-        return slots
+        state = _dns_state.get(pid)
+        if state is None:
+            _dns_state.clear()
+            admission = DnsAdmission()
+            pool = ThreadPoolExecutor(max_workers=admission.total, thread_name_prefix="egress-dns")
+            state = _dns_state[pid] = (pool, admission)
+        return state
 
 
 def system_resolver(host: str, port: int) -> list[str]:

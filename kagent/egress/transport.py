@@ -22,7 +22,7 @@ from httpcore._backends.sync import SyncStream
 from kagent.egress.addresses import EgressPolicy, IPAddress
 from kagent.egress.errors import EgressError
 from kagent.egress.limits import CONNECT_TIMEOUT_S
-from kagent.egress.resolver import Resolver, dns_pool, dns_slots
+from kagent.egress.resolver import Resolver, dns_pool
 
 # --- One exchange's state, seen by the network backend of the thread running it ---------------------------------
 
@@ -31,6 +31,7 @@ from kagent.egress.resolver import Resolver, dns_pool, dns_slots
 class Exchange:
     policy: EgressPolicy
     deadline: float  # time.monotonic()
+    project_id: str = ""  # whose call: DNS lookups are admitted per project
     sent: bool = False
     peer: str = ""
 
@@ -116,17 +117,22 @@ class _GuardedBackend(httpcore.NetworkBackend):
         if literal is not None:
             return [str(literal)]
         budget = CONNECT_TIMEOUT_S if exchange is None else min(CONNECT_TIMEOUT_S, max(exchange.remaining(), 0.001))
-        # A name whose DNS never answers must not starve everyone else's lookups: the backlog is bounded, and a
-        # lookup nobody waits for any more is cancelled if it hasn't started.
-        slots = dns_slots()
-        if not slots.acquire(blocking=False):
-            raise EgressError("timeout", f"too many lookups in flight; resolving {host} was not attempted")
-        future = dns_pool().submit(self.resolver, host, port)
-        future.add_done_callback(lambda _: slots.release())
+        # A name whose DNS never answers must not starve anyone else's lookups (resolver.py): admitted per process,
+        # per project and per host, or refused at once; never queued behind lookups that hang.
+        project = exchange.project_id if exchange is not None else ""
+        pool, admission = dns_pool()
+        refused_by = admission.try_admit(project=project, host=host)
+        if refused_by is not None:
+            raise EgressError("timeout", f"too many {refused_by} in flight; resolving {host} was not attempted")
+        try:
+            future = pool.submit(self.resolver, host, port)
+        except RuntimeError:  # the pool is shut down (interpreter exit)
+            admission.release(project=project, host=host)
+            raise
+        future.add_done_callback(lambda _: admission.release(project=project, host=host))
         try:
             return list(future.result(timeout=budget))
         except FutureTimeout as exc:
-            future.cancel()
             raise EgressError("timeout", f"resolving {host} took too long") from exc
         except EgressError:
             raise

@@ -23,9 +23,13 @@ class TargetUrl:
     path: str  # without the query
 
 
+# linear: anchored, at most 63 characters
 _LABEL_RE = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
+# linear: anchored, one class per branch
 _NUMERIC_LABEL_RE = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)$")
+# linear: anchored, at most 3 characters
 _CANONICAL_OCTET_RE = re.compile(r"^(?:0|[1-9][0-9]{0,2})$")
+# linear: anchored, one class
 _URL_CHARS_RE = re.compile(r"^[\x21-\x7e]+$")  # printable ASCII, no space
 _SCHEME = "https://"
 
@@ -118,14 +122,16 @@ def url_check(url: str) -> TargetUrl:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, ValueError, UnicodeError) as exc:
         raise _refuse_url("the URL does not parse") from exc
-    # What httpx will actually use must be exactly what was checked above.
+    # What httpx will actually use must be exactly what was checked above. `raw_host` is what goes on the wire (the
+    # connection, SNI, Host); `host` is decoded for display (xn--bcher-kva.test reads bücher.test), so an
+    # internationalised name would never match its own ASCII form.
     expected_port = None if port == 443 else port
     try:
         if literal is None or literal.version == 4:
-            same_host = parsed.host == host
+            same_host = parsed.raw_host.decode("ascii") == host
         else:
-            same_host = ipaddress.ip_address(parsed.host) == literal
-    except ValueError:
+            same_host = ipaddress.ip_address(parsed.raw_host.decode("ascii").strip("[]")) == literal
+    except (ValueError, UnicodeError):
         same_host = False
     if parsed.scheme != "https" or not same_host or parsed.port != expected_port or parsed.userinfo or parsed.fragment:
         raise _refuse_url("the URL is ambiguous")

@@ -16,6 +16,7 @@ from django.conf import settings
 from runs.llm import ModelError, ModelRequest, ModelResponse, ToolCallRequest, Usage
 from runs.providers.transport import (
     NOTICE_PREFIX,
+    OPERATOR,
     check_status,
     json_count,
     json_object,
@@ -134,10 +135,16 @@ def openai_compatible_complete(request: ModelRequest) -> ModelResponse:
 
     operator_url = str(getattr(settings, "KAGENT_LLM_BASE_URL", "") or "")
     if not operator_url:
-        raise ModelError("no model endpoint is configured (KAGENT_LLM_BASE_URL is empty)", retryable=False)
+        raise ModelError(
+            f"{OPERATOR} is not set up here: give the agent its own model.base_url and model.api_key_secret",
+            retryable=False,
+            detail="no model endpoint is configured (KAGENT_LLM_BASE_URL is empty)",
+        )
     model_name = configured_name or str(getattr(settings, "KAGENT_LLM_MODEL", "") or "")
     if not model_name:
-        raise ModelError("no model name: set model.name or KAGENT_LLM_MODEL", retryable=False)
+        raise ModelError(
+            "no model name: set model.name", retryable=False, detail="no model name: set model.name or KAGENT_LLM_MODEL"
+        )
     operator_key = str(getattr(settings, "KAGENT_LLM_API_KEY", "") or "")
     headers = {"Content-Type": "application/json"}
     if operator_key:
@@ -149,5 +156,5 @@ def openai_compatible_complete(request: ModelRequest) -> ModelResponse:
         body=json.dumps(body, ensure_ascii=False).encode(),
         secrets=[operator_key],
     )
-    data = check_status(answer, what="the model endpoint", secrets=[operator_key])
+    data = check_status(answer, what=OPERATOR, secrets=[operator_key], operator=True)
     return openai_parse_response(request, data, model_name=model_name)

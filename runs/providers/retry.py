@@ -30,9 +30,15 @@ class UpstreamError(ModelError):
     """A ModelError that may carry the server's Retry-After (seconds)."""
 
     def __init__(
-        self, message: str, *, retryable: bool, status: int | None = None, retry_after: float | None = None
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        status: int | None = None,
+        retry_after: float | None = None,
+        detail: str = "",
     ) -> None:
-        super().__init__(message, retryable=retryable, status=status)
+        super().__init__(message, retryable=retryable, status=status, detail=detail)
         self.retry_after = retry_after
 
 
@@ -46,7 +52,18 @@ def with_retries(call: Callable[[ModelRequest], ModelResponse], request: ModelRe
         except ModelError as exc:
             if not exc.retryable or attempt == MAX_ATTEMPTS:
                 suffix = f" (after {attempt} attempts)" if exc.retryable else ""
-                raise ModelError(f"{exc}{suffix}", retryable=False, status=exc.status) from exc
+                # The full reason stays here, in the server log; the message is what the tenant reads.
+                logger.warning(
+                    "model call failed: provider=%s run=%s attempt=%d status=%s error=%s",
+                    provider,
+                    request.run_id,
+                    attempt,
+                    exc.status,
+                    exc.detail,
+                )
+                raise ModelError(
+                    f"{exc}{suffix}", retryable=False, status=exc.status, detail=f"{exc.detail}{suffix}"
+                ) from exc
             wait = backoff_delay(attempt, retry_after=getattr(exc, "retry_after", None))
             logger.warning(
                 "model call failed, retrying in %.2fs: provider=%s run=%s attempt=%d status=%s error=%s",
@@ -55,7 +72,7 @@ def with_retries(call: Callable[[ModelRequest], ModelResponse], request: ModelRe
                 request.run_id,
                 attempt,
                 exc.status,
-                exc,
+                exc.detail,
             )
             SLEEP(wait)
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises

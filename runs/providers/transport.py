@@ -65,15 +65,20 @@ def _error_excerpt(body: bytes) -> str:
     return body[:200].decode("utf-8", "replace")
 
 
-def check_status(answer: HttpAnswer, *, what: str, secrets: Sequence[str]) -> dict[str, Any]:
-    """The answer's JSON object, or a ModelError saying whether trying again could help."""
+def check_status(answer: HttpAnswer, *, what: str, secrets: Sequence[str], operator: bool = False) -> dict[str, Any]:
+    """The answer's JSON object, or a ModelError saying whether trying again could help.
+
+    `operator`: the answer is from the operator's endpoint, whose error body is operator detail (its own keys,
+    models, internal names): the tenant is told the status only, the server log gets the rest."""
     if answer.status != 200:
         excerpt = _mask(_error_excerpt(answer.body), secrets)
+        detail = f"{what} answered HTTP {answer.status}: {excerpt}".strip()
         raise UpstreamError(
-            f"{what} answered HTTP {answer.status}: {excerpt}".strip(),
+            f"{what} answered HTTP {answer.status}" if operator else detail,
             retryable=answer.status in RETRYABLE_STATUSES,
             status=answer.status,
             retry_after=_retry_after(answer.headers) if answer.status == 429 else None,
+            detail=detail,
         )
     try:
         data = json.loads(answer.body)
@@ -86,6 +91,9 @@ def check_status(answer: HttpAnswer, *, what: str, secrets: Sequence[str]) -> di
 
 
 # --- Operator endpoint (trusted, plain httpx) ---------------------------------------------------------------------
+
+# How tenants read the operator's endpoint in their errors: never its URL, its settings or what it said.
+OPERATOR = "the default model service"
 
 OPERATOR_CONNECT_TIMEOUT_S = 5.0
 OPERATOR_TOTAL_TIMEOUT_S = 60.0  # override with settings.KAGENT_LLM_TIMEOUT_S
@@ -131,11 +139,11 @@ def operator_post(url: str, *, headers: dict[str, str], body: bytes, secrets: Se
             for chunk in response.iter_bytes():
                 size += len(chunk)
                 if size > MAX_ANSWER_BYTES:
-                    raise ModelError("the model endpoint's answer is too large", retryable=False)
+                    raise ModelError(f"{OPERATOR}'s answer is too large", retryable=False)
                 chunks.append(chunk)
                 # A server trickling bytes never trips a read timeout: check the whole exchange's deadline.
                 if time.monotonic() > deadline:
-                    raise ModelError(f"the model endpoint did not answer within {total:g}s", retryable=True)
+                    raise _operator_timeout(total)
             return HttpAnswer(
                 status=response.status_code,
                 headers={k.lower(): v for k, v in response.headers.items()},
@@ -144,15 +152,27 @@ def operator_post(url: str, *, headers: dict[str, str], body: bytes, secrets: Se
         finally:
             response.close()
     except httpx.TimeoutException:
-        raise ModelError(f"the model endpoint did not answer within {total:g}s", retryable=True) from None
+        raise _operator_timeout(total) from None
     except httpx.UnsupportedProtocol:
-        raise ModelError("KAGENT_LLM_BASE_URL must be an http:// or https:// URL", retryable=False) from None
+        raise _operator_misconfigured("KAGENT_LLM_BASE_URL must be an http:// or https:// URL") from None
     except httpx.TransportError as exc:
         # The exception text names the URL at most, never headers; mask anyway in case a key was put in the URL.
-        message = _mask(f"could not reach the model endpoint: {type(exc).__name__}", secrets)
-        raise ModelError(message, retryable=True) from None
+        detail = _mask(f"could not reach the model endpoint: {type(exc).__name__}: {exc}", secrets)
+        raise ModelError(f"{OPERATOR} could not be reached", retryable=True, detail=detail) from None
     except httpx.InvalidURL:
-        raise ModelError("KAGENT_LLM_BASE_URL is not a valid URL", retryable=False) from None
+        raise _operator_misconfigured("KAGENT_LLM_BASE_URL is not a valid URL") from None
+
+
+def _operator_timeout(total: float) -> ModelError:
+    return ModelError(
+        f"{OPERATOR} did not answer in time",
+        retryable=True,
+        detail=f"the model endpoint did not answer within {total:g}s",
+    )
+
+
+def _operator_misconfigured(detail: str) -> ModelError:
+    return ModelError(f"{OPERATOR} is not configured correctly; tell the operator", retryable=False, detail=detail)
 
 
 # --- Tenant endpoints (hardened client) ---------------------------------------------------------------------------
@@ -201,7 +221,7 @@ def tenant_post(
 ) -> HttpAnswer:
     """The adapter to the hardened client: the only way a tenant model URL is reached. Like every call to a tenant
     URL it is signed with the project's tool signing secret (SPEC §6, "Signing")."""
-    from kagent.egress import EgressError, get_client
+    from kagent.egress import EgressError, get_client, tenant_message
 
     headers = {**headers, **_signature(request, body)}
     try:
@@ -216,10 +236,16 @@ def tenant_post(
             secret_values=list(secrets),
         )
     except EgressError as exc:
+        # The tenant reads a code it can act on; what the name resolved to and why it was refused (a map of our
+        # network) stays in the server log and the egress log.
         raise ModelError(
-            _mask(f"model endpoint call failed ({exc.code}): {exc.message}", secrets),
+            f"the model base_url could not be called ({tenant_message(exc)})",
             retryable=exc.code in RETRYABLE_EGRESS_CODES,
             status=exc.status,
+            detail=_mask(
+                f"model endpoint call failed ({exc.code}): {exc.message} [address {exc.resolved_address or '-'}]",
+                secrets,
+            ),
         ) from None
     return HttpAnswer(status=response.status, headers=dict(response.headers), body=response.body)
 

@@ -57,6 +57,38 @@ INVALID_CONFIGS = [
         },
         "$.tools.client[0].parameters",
     ),
+    (
+        {
+            "tools": {
+                "client": [
+                    {
+                        "name": "get_cart",
+                        "description": "x",
+                        "parameters": {"type": "object", "properties": {"a": {"$ref": "http://10.0.0.1:6379/"}}},
+                    }
+                ]
+            }
+        },
+        "$.tools.client[0].parameters",
+    ),
+    (
+        {
+            "tools": {
+                "client": [
+                    {
+                        "name": "get_cart",
+                        "description": "x",
+                        "parameters": {
+                            "type": "object",
+                            "patternProperties": {"^(a+)+$": {}},
+                            "unevaluatedProperties": False,
+                        },
+                    }
+                ]
+            }
+        },
+        "$.tools.client[0].parameters",
+    ),
     ({"model": {"provider": "gpt"}}, "$.model.provider"),
     ({"model": {"provider": "openai_compatible", "base_url": "http://10.0.0.1/v1"}}, "$.model.base_url"),
     ({"model": {"provider": "openai_compatible", "base_url": "https://llm.example.com/v1"}}, "$.model"),

@@ -370,3 +370,15 @@ def test_agents_page_lists_only_the_projects_agents(alice, bob):
     body = signed_in(alice).get("/agents/").content.decode()
     assert "Alice&#x27;s front desk" in body
     assert "night shift" not in body
+
+
+def test_behind_the_tls_proxy_the_dashboard_sends_hsts_and_secure_cookies(alice):
+    # The suite runs with DEBUG=false, KAGENT_HTTPS unset: production's defaults. The proxy says the client used
+    # HTTPS with X-Forwarded-Proto.
+    client = Client(HTTP_X_FORWARDED_PROTO="https")
+    page = client.get("/login/")
+    assert page["Strict-Transport-Security"].startswith("max-age=31536000")
+    response = client.post("/login/", {"username": "alice@example.com", "password": PASSWORD})
+    assert response.status_code == 302
+    assert response.cookies["sessionid"]["secure"] is True
+    assert Client().get("/login/").get("Strict-Transport-Security") is None  # plain HTTP (the health check)

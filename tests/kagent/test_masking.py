@@ -77,7 +77,9 @@ def test_linear_on_hostile_text() -> None:
     secret=st.text(min_size=4, max_size=24).filter(lambda s: s.strip()),
     prefix=st.text(max_size=10),
     suffix=st.text(max_size=10),
-    spellings=st.lists(st.sampled_from(["plain", "json", "json_all", "percent"]), min_size=24, max_size=24),
+    spellings=st.lists(
+        st.sampled_from(["plain", "json", "json_all", "percent", "hidden", "hidden_json"]), min_size=24, max_size=24
+    ),
 )
 def test_no_spelling_of_the_secret_survives(secret: str, prefix: str, suffix: str, spellings: list[str]) -> None:
     def spell(char: str, how: str) -> str:
@@ -87,6 +89,10 @@ def test_no_spelling_of_the_secret_survives(secret: str, prefix: str, suffix: st
             return "".join(f"\\u{unit:04x}" for unit in _utf16_units(char))
         if how == "percent":
             return quote(char, safe="")
+        if how == "hidden":  # an invisible character after it: the cleaning of what the model sees removes it
+            return char + "\u200b"
+        if how == "hidden_json":
+            return char + "\\u2060\\u202e"
         return char
 
     echoed = "".join(spell(c, spellings[i]) for i, c in enumerate(secret))
@@ -97,3 +103,18 @@ def test_no_spelling_of_the_secret_survives(secret: str, prefix: str, suffix: st
 def _utf16_units(char: str) -> list[int]:
     data = char.encode("utf-16-be", "surrogatepass")
     return [int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2)]
+
+
+def test_invisible_characters_do_not_hide_a_secret() -> None:
+    # Issue #13, finding 5: cleaning removes zero-width and bidi characters from what the model sees, so a secret
+    # split by them must be masked too, as a character or as its JSON escape.
+    for spelled in ("to\u200bk_live_0123456789", "tok_li\u2060ve_0123\ufe0f456789", "to\\u200bk_live_0123456789"):
+        assert mask_secrets(f"x {spelled} y", ["tok_live_0123456789"]) == "x ••••6789 y", spelled
+    assert mask_secrets("a\u200bb", ["\u200b"]) == "a\u200bb"  # a secret of nothing visible is no secret
+
+
+def test_linear_on_hidden_characters() -> None:
+    started = time.monotonic()
+    assert MASK in mask_secrets("\u200b" * 300_000 + "tok_live_0123456789", ["tok_live_0123456789"])
+    assert MASK in mask_secrets("\\u200b" * 150_000 + "tok_live_0123456789", ["tok_live_0123456789"])
+    assert time.monotonic() - started < 20

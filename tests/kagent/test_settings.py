@@ -69,3 +69,41 @@ def test_bad_boolean_is_refused_not_guessed():
     result = probe({"DEBUG": "maybe"})
     assert result.returncode != 0
     assert "DEBUG must be true or false" in result.stderr
+
+
+SECURITY_PROBE = (
+    "import django, json; django.setup(); from django.conf import settings as s;"
+    "print(json.dumps({'session': s.SESSION_COOKIE_SECURE, 'csrf': s.CSRF_COOKIE_SECURE,"
+    " 'hsts': s.SECURE_HSTS_SECONDS, 'proxy': s.SECURE_PROXY_SSL_HEADER}))"
+)
+PRODUCTION = {"DEBUG": "false", "SECRET_KEY": "x" * 50, "KAGENT_ENCRYPTION_KEYS": "a" * 43 + "="}
+
+
+def security(env: dict[str, str]) -> dict:
+    base = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "KAGENT_HTTPS", "SESSION_COOKIE_SECURE"}}
+    base.update(env, DJANGO_SETTINGS_MODULE="kagent.settings", KAGENT_VAR_DIR=str(ROOT / "var" / "probe"))
+    result = subprocess.run(
+        [sys.executable, "-c", SECURITY_PROBE], cwd=ROOT, env=base, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_production_cookies_are_secure_and_hsts_is_on_by_default():
+    # Issue #13, finding 6: Secure cookies only with KAGENT_HTTPS set, and no HSTS behind the TLS proxy.
+    got = security(PRODUCTION)
+    assert got["session"] is True and got["csrf"] is True
+    assert got["hsts"] >= 31_536_000
+    assert got["proxy"] == ["HTTP_X_FORWARDED_PROTO", "https"]
+
+
+def test_a_laptop_on_plain_http_keeps_working():
+    # bin/run sets DEBUG=true and serves http://127.0.0.1:8000/: Secure cookies would never come back.
+    got = security({"DEBUG": "true"})
+    assert got == {"session": False, "csrf": False, "hsts": 0, "proxy": None}
+
+
+def test_production_on_plain_http_when_said_so():
+    got = security({**PRODUCTION, "KAGENT_HTTPS": "false"})
+    assert got == {"session": False, "csrf": False, "hsts": 0, "proxy": None}
+    assert security({**PRODUCTION, "KAGENT_HSTS_SECONDS": "600"})["hsts"] == 600

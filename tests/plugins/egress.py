@@ -29,6 +29,7 @@ CERT_NAMES = (
     "other.test",
     "rebind.test",
     "internal.test",
+    "xn--bcher-kva.test",  # bücher.test: an internationalised name, in its ASCII (punycode) form
     "localhost",
     "127.0.0.1",
     "127.0.0.2",
@@ -106,6 +107,7 @@ def egress_settings(settings: Any, upstream: Upstream, internal: Upstream, ca_fi
         [
             f"tools.test:8443:{upstream.host}",
             f"tools.test:443:{upstream.host}",
+            f"xn--bcher-kva.test:8443:{upstream.host}",
             f"other.test:8443:{upstream.host}",
             f"wrongcert.test:8443:{upstream.host}",
             "internal.test:8443:127.0.0.1",

@@ -301,3 +301,77 @@ def test_a_secret_the_upstream_echoes_never_reaches_the_model(h, upstream, egres
     assert call["status"] == "succeeded"
     assert TOKEN not in model_saw and TOKEN[:12] not in model_saw
     assert TOKEN not in json.dumps(call)
+
+
+@pytest.mark.django_db
+def test_an_internationalised_host_is_called_by_its_ascii_name(h, upstream, egress_settings):
+    # Issue #13, finding 7: the validator accepted https://xn--bcher-kva.test/ (bücher.test) but the outbound client
+    # compared httpx's decoded host with the ASCII form and refused every call.
+    tool = order_tool(name="buecher_order")
+    tool["config"]["url"] = tool["config"]["url"].replace("tools.test", "xn--bcher-kva.test")
+    setup_tool(h, upstream)
+    secret = {"value": TOKEN, "allowed_hosts": ["tools.test", "xn--bcher-kva.test"]}
+    assert h.api.put("/v1/secrets/ORDERS_TOKEN", secret, format="json").status_code == 200
+    response = h.api.post("/v1/tools", tool, format="json")
+    assert response.status_code == 201, response.json()
+    agent = h.agent(
+        "idn",
+        [calls(("buecher_order", {"order_number": "8812"})), text("Order 8812 has shipped.")],
+        tools={"http": [{"tool": "buecher_order"}]},
+    )
+    run = h.run(agent, "where is 8812?", **VERIFIED)
+    [call] = h.tool_steps(run["id"])
+    assert call["status"] == "succeeded" and call["upstream"]["status"] == 200, call
+    [received] = upstream.received
+    assert received.headers["host"] == "xn--bcher-kva.test:8443"
+    assert "xn--bcher-kva.test" in upstream.sni_names
+
+
+@pytest.mark.django_db
+def test_a_tool_stored_before_the_lone_percent_rule_cannot_make_an_escape(h, upstream, egress_settings):
+    # Issue #13, finding 6: the rule was checked on write only. A definition stored before it is refused at call
+    # time, and nothing is sent.
+    from tools.models import HttpTool
+
+    setup_tool(h, upstream)
+    tool = HttpTool.objects.get(project=h.tenant.project, name="order_status")
+    tool.config["url"] = "https://tools.test:8443/respond/order/%2{{args.order_number}}"
+    tool.save()
+    agent = h.agent(
+        "lone-percent",
+        [calls(("order_status", {"order_number": "f"})), text("I couldn't look that up.")],
+        tools={"http": [{"tool": "order_status"}]},
+    )
+    run = h.run(agent, "order f?", **VERIFIED)
+    [call] = h.tool_steps(run["id"])
+    assert call["upstream"]["error_code"] == "invalid_template"
+    assert call["shown_to_model"]["error"]["code"] == "not_available"
+    assert upstream.received == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "spelled",
+    [
+        TOKEN.replace("-", "\\u002d"),  # "\u0074ok…": any character may come JSON-escaped
+        "\\u" + f"{ord(TOKEN[0]):04x}" + TOKEN[1:],
+        TOKEN[:6] + "\\u200b" + TOKEN[6:],  # split by a zero-width space the cleaning then removes
+    ],
+)
+def test_an_upstream_echoing_the_secret_escaped_shows_it_to_no_one(h, upstream, egress_settings, spelled):
+    # Issue #13, finding 5, through the engine: what the model received and what the steps show.
+    setup_tool(h, upstream)
+    body = ('{"data": [{"status": "' + spelled + '", "eta": "echo ' + spelled + '"}]}').encode()
+    upstream.respond("order", body=body)
+    agent = h.agent(
+        "escaped-echo",
+        [calls(("order_status", {"order_number": "8812"})), text("Order 8812: see above.")],
+        tools={"http": [{"tool": "order_status"}]},
+    )
+    run = h.run(agent, "where is 8812?", **VERIFIED)
+    model_saw = h.fake.requests("escaped-echo")[1].new_tool_results[0]["content"]
+    steps = json.dumps(h.steps(run["id"]), ensure_ascii=False)
+    from kagent.masking import decoded_view
+
+    for seen in (model_saw, steps):
+        assert TOKEN not in decoded_view(seen)[0] and TOKEN not in seen

@@ -216,3 +216,22 @@ def test_round_budget_exhausted_and_too_many_calls(h):
     assert codes == [None] * 5 + ["too_many_calls"]
     assert Handoff.objects.count() == 5
     assert ToolCall.objects.filter(policy_code="too_many_calls", status="refused").count() == 1
+
+
+def test_a_client_tool_schema_with_a_catastrophic_pattern_property_cannot_hold_the_worker(h):
+    # Issue #13, finding 2: patternProperties ran through Python's re with no time limit (6.4 s at 26 characters,
+    # doubling per character). Now the call is refused in time and nothing pauses for the app.
+    import time
+
+    client_tool = {
+        "name": "get_cart",
+        "description": "The cart.",
+        "parameters": {"type": "object", "patternProperties": {"^(a+)+$": {}}},
+        "effect": "read",
+    }
+    agent = h.agent("slow-pattern", [calls(("get_cart", {"a" * 40 + "!": 1})), DONE], tools={"client": [client_tool]})
+    started = time.monotonic()
+    run = h.run(agent, **VERIFIED)
+    assert time.monotonic() - started < 10
+    assert run["status"] == "completed", run
+    assert refusals(h, run["id"]) == [("get_cart", "invalid_arguments")]

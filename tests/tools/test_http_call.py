@@ -78,7 +78,7 @@ def test_successful_call_is_signed_shaped_and_recorded(egress_settings, upstream
     assert received.headers["authorization"] == f"Bearer {TOKEN}"
     step = outcome.step
     assert (step["method"], step["host"], step["status"], step["error_code"]) == ("GET", "tools.test", 200, "")
-    assert step["resolved_address"] == upstream.host and step["duration_ms"] >= 0
+    assert "resolved_address" not in step and step["duration_ms"] >= 0  # the address is in the egress log only
     assert EgressEvent.objects.get().status == 200
 
 
@@ -180,3 +180,64 @@ def test_the_tool_definition_is_not_mutated(egress_settings, upstream):
     before = copy.deepcopy(tool)
     run(tool)
     assert tool == before
+
+
+# --- An upstream echoing the secret in another spelling (issue #13, finding 5) -----------------------------------
+
+
+def _json_escaped(secret: str, how: str) -> str:
+    """The secret as it appears inside a JSON string, spelled by an upstream's encoder (or by a hostile one)."""
+    if how == "slash":
+        return secret.replace("/", "\\/")
+    if how == "unicode_first":
+        return f"\\u{ord(secret[0]):04x}" + secret[1:]
+    if how == "unicode_all":
+        return "".join(f"\\u{ord(ch):04x}" for ch in secret)
+    if how == "zero_width":
+        return secret[:5] + "\\u200b" + secret[5:]
+    if how == "zero_width_raw":
+        return secret[:5] + "\u200b\u2060" + secret[5:]
+    if how == "percent":
+        return secret[:3] + "".join(f"%{b:02X}" for b in secret[3:].encode())
+    return secret
+
+
+SPELLINGS = ["plain", "slash", "unicode_first", "unicode_all", "zero_width", "zero_width_raw", "percent"]
+
+
+def _readable_forms(text: str) -> list[str]:
+    """What a reader of `text` can recover: the text, its JSON and percent decoding, and that with invisibles gone."""
+    from kagent.masking import decoded_view
+    from tools.shaping import clean_text
+
+    decoded = decoded_view(text)[0]
+    return [text, decoded, clean_text(text, keep_joiners=False), clean_text(decoded, keep_joiners=False)]
+
+
+@pytest.mark.parametrize("how", SPELLINGS)
+def test_an_echoed_secret_in_any_spelling_is_masked_for_the_model_and_the_step(egress_settings, upstream, how):
+    secret = "tok/live_abcdef0123456789"  # with a "/", which JSON encoders may write as "\\/"
+    spelled = _json_escaped(secret, how)
+    body = ('{"data": [{"status": "' + spelled + '", "note": "echo ' + spelled + '"}]}').encode()
+    path = upstream.respond("echo-spelled", body=body)
+    tool = make_tool(path)
+    outcome = run(tool, secret_lookup=lambda name: SecretValue(secret, ("tools.test",)))
+    assert outcome.ok, outcome.model_result
+    model_view = json.dumps(outcome.model_result, ensure_ascii=False)
+    for form in _readable_forms(model_view) + _readable_forms(outcome.step["body_excerpt"]):
+        assert secret not in form, (how, form)
+    assert "••••" in outcome.step["body_excerpt"]
+
+
+def test_a_body_cut_for_the_excerpt_never_shows_the_start_of_a_secret(egress_settings, upstream):
+    # Invisible characters (removed from the excerpt) put the secret right across the 4,000th byte, where the body
+    # was cut before masking: its first characters showed in the step.
+    prefix = "\u200b" * 1300 + "a" * 68
+    body = json.dumps({"data": [{"status": prefix + TOKEN}]}, ensure_ascii=False).encode()
+    assert 3980 < body.index(TOKEN.encode()) < 4000 < body.index(TOKEN.encode()) + len(TOKEN)
+    path = upstream.respond("cut", body=body)
+    outcome = run(make_tool(path))
+    excerpt = outcome.step["body_excerpt"]
+    assert TOKEN[:6] not in excerpt, excerpt[-20:]
+    for cut in range(4, len(TOKEN) + 1):
+        assert not excerpt.endswith(TOKEN[:cut])

@@ -230,6 +230,14 @@ HOSTILE = [
     ("invalid_parameters", with_params({"q": {"type": "string"}}, required=["nope"], verified=False)),
     ("invalid_parameters", with_config(parameters={"type": "array"})),
     ("invalid_parameters", with_config(parameters={"type": "object", "properties": {}, "additionalProperties": True})),
+    (
+        "invalid_parameters",
+        with_params({"q": {"type": "string", "$ref": "http://169.254.169.254/latest"}}, verified=False),
+    ),
+    (
+        "invalid_parameters",
+        with_params({"q": {"type": "string", "$ref": "https://schemas.example.com/q"}}, verified=False),
+    ),
     # shape
     ("invalid_tool", order_status(effect="escalation")),
     ("invalid_tool", order_status(description="")),

@@ -207,6 +207,31 @@ def test_dot_segments_in_the_template_are_refused(literal):
     assert refused(tool_with(url=f"https://api.example.com{literal}")).code == "unsafe_path"
 
 
+@pytest.mark.parametrize(
+    ("url", "value"),
+    [
+        ("https://api.example.com/orders/%2{{args.order_number}}", "f"),  # %2 + f = an encoded "/"
+        ("https://api.example.com/orders/%{{args.order_number}}", "2f"),
+        ("https://api.example.com/orders/a%{{args.order_number}}/x", "2e"),
+        ("https://api.example.com/orders/{{args.order_number}}?q=%2{{args.order_number}}", "6"),
+        ("https://api.example.com/orders/{{args.order_number}}/%", "1"),
+        ("https://api.example.com/orders/%zz/{{args.order_number}}", "1"),
+    ],
+)
+def test_a_lone_percent_is_refused_at_render_time_too(url, value):
+    # Issue #13, finding 6: the rule was checked when a tool is written only, so a tool (or a published version)
+    # stored before it still rendered %2{{args.x}} into %2F.
+    error = refused(tool_with(url=url), {"order_number": value})
+    assert error.code == "invalid_template" and "%" in error.message
+
+
+def test_escapes_written_in_full_still_render():
+    rendered = render(
+        tool_with(url="https://api.example.com/a%20b/{{args.order_number}}?q=x%2Fy"), {"order_number": "7"}
+    )
+    assert rendered.url == "https://api.example.com/a%20b/7?q=x%2Fy"
+
+
 def test_dot_inside_a_segment_is_fine():
     assert render(arguments={"order_number": "v1.2"}).url.endswith("/orders/v1.2")
     assert render(arguments={"order_number": "..."}).url.endswith("/orders/...")

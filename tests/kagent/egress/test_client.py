@@ -51,6 +51,19 @@ def test_call_reaches_the_checked_address_with_the_hostname_kept(client, base_ur
     assert upstream.received[0].peer == "127.0.0.1" or upstream.received[0].peer.startswith("127.")
 
 
+def test_an_internationalised_name_goes_out_in_its_ascii_form(client, egress_settings, upstream: Upstream):
+    # Issue #13, finding 7: xn--bcher-kva.test (bücher.test) was refused as "ambiguous" at call time because httpx's
+    # decoded `host` was compared with the ASCII form the URL check read.
+    assert egress.url_check("https://xn--bcher-kva.test:8443/a").host == "xn--bcher-kva.test"
+    assert egress.url_check("https://XN--BCHER-KVA.test:8443/a").host == "xn--bcher-kva.test"
+    response = call(client, "https://xn--bcher-kva.test:8443/echo/idn")
+    assert response.status == 200
+    assert json.loads(response.body)["headers"]["host"] == "xn--bcher-kva.test:8443"
+    assert upstream.sni_names == ["xn--bcher-kva.test"]
+    # The Unicode spelling stays refused before anything else: only ASCII is read.
+    assert refused(client, "https://bücher.test:8443/echo").code == "url_not_allowed"
+
+
 def test_port_443_is_reachable_and_omitted_from_host(client, egress_settings, upstream):
     # Nothing listens on 443 here: the call is allowed, then fails to connect.
     error = refused(client, "https://tools.test/echo")

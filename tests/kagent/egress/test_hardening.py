@@ -48,21 +48,86 @@ def test_own_hosts_default_to_the_names_this_service_answers_to(settings):
 
 
 @pytest.mark.django_db
-def test_a_resolver_that_never_answers_cannot_take_every_lookup(monkeypatch, egress_settings):
+def test_one_tenants_black_holed_dns_cannot_starve_another_tenant(egress_settings, upstream):
+    # Issue #13, finding 8: lookups shared one pool per process (8 threads, 64 queued), so a tenant whose DNS never
+    # answers filled it with lookups that getaddrinfo can't abandon, and every other tenant's calls in that process
+    # timed out. Each project (and each host) now holds at most a few lookups at a time.
     release = threading.Event()
 
-    def hanging(host: str, port: int) -> list[str]:
-        release.wait(10)
-        return ["93.184.216.34"]
+    def resolve(host: str, port: int) -> list[str]:
+        if host.endswith(".blackhole.test"):
+            release.wait(60)  # a resolver that never answers (until the test ends)
+            raise OSError("no answer")
+        return [upstream.host] if host == "other.test" else []
 
-    monkeypatch.setattr(resolver, "_dns_slot_counters", {os.getpid(): threading.BoundedSemaphore(1)})
-    client = EgressClient(resolver=hanging)
+    egress_settings.KAGENT_EGRESS_RESOLVE = ""  # every name through the resolver above
+    client = EgressClient(resolver=resolve, recorder=None)
+
+    def call(project: str, host: str, timeout_ms: int) -> str:
+        try:
+            client.request(
+                project_id=project,
+                purpose="http_tool",
+                method="GET",
+                url=f"https://{host}:8443/echo",
+                headers={},
+                body=None,
+                timeout_ms=timeout_ms,
+            )
+        except EgressError as exc:
+            return exc.code
+        return "ok"
+
     try:
-        assert refused(client, "https://hang1.test:8443/", timeout_ms=300).code == "timeout"
+        # Tenant A: 80 calls to black-holed names at once, then 80 more: far more than the old pool could hold.
+        for wave in range(2):
+            threads = [
+                threading.Thread(target=call, args=("proj_a", f"h{wave}-{n}.blackhole.test", 300)) for n in range(80)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(10)
+        # Tenant B, in the same process while A's lookups still hang: answered in time.
+        for _ in range(5):
+            started = time.monotonic()
+            assert call("proj_b", "other.test", 3000) == "ok"
+            assert time.monotonic() - started < 2
+        # A's next call is refused at once rather than queued behind its own hanging lookups.
         started = time.monotonic()
-        error = refused(client, "https://hang2.test:8443/", timeout_ms=2000)
-        assert error.code == "timeout" and "too many lookups" in error.message
-        assert time.monotonic() - started < 0.5  # refused at once, not after waiting
+        assert call("proj_a", "h9.blackhole.test", 3000) == "timeout"
+        assert time.monotonic() - started < 0.5
+    finally:
+        release.set()
+        client.close()
+
+
+@pytest.mark.django_db
+def test_one_black_holed_host_cannot_take_every_lookup_of_a_tenant(egress_settings, upstream):
+    release = threading.Event()
+
+    def resolve(host: str, port: int) -> list[str]:
+        if host == "stuck.test":
+            release.wait(60)
+            raise OSError("no answer")
+        return [upstream.host]
+
+    egress_settings.KAGENT_EGRESS_RESOLVE = ""
+    client = EgressClient(resolver=resolve, recorder=None)
+    try:
+        for _ in range(resolver.DNS_PER_PROJECT + 2):
+            assert refused(client, "https://stuck.test:8443/", timeout_ms=200).code == "timeout"
+        # The same tenant (no project here) still reaches another host.
+        response = client.request(
+            project_id=None,
+            purpose="http_tool",
+            method="GET",
+            url="https://other.test:8443/echo",
+            headers={},
+            body=None,
+            timeout_ms=3000,
+        )
+        assert response.status == 200
     finally:
         release.set()
         client.close()

@@ -272,6 +272,22 @@ def test_big_content_length_is_refused_before_reading(client, egress_settings, u
         "64:ff9b:1::1.2.3.4",
         "2002:c0a8:0101::",
         "2001:0:a9fe:a9fe::",
+        # Issue #13, finding 6: special-purpose ranges that are never a business's API.
+        "192.0.0.1",  # IETF protocol assignments
+        "192.0.0.170",
+        "192.0.2.5",  # TEST-NET-1
+        "198.51.100.7",  # TEST-NET-2
+        "203.0.113.9",  # TEST-NET-3
+        "192.88.99.1",  # 6to4 relay anycast (deprecated)
+        "2001:db8::1",  # documentation
+        "2001:db8:ffff::1",
+        "3fff::1",  # documentation (RFC 9637)
+        "100::1",  # discard-only
+        "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo with public server and client: all of 2001::/32
+        "2001:2::1",  # benchmarking, inside 2001::/23
+        "5f00::1",  # SRv6 SIDs
+        "::ffff:0:7f00:1",  # SIIT (IPv4-translated) form of 127.0.0.1
+        "::ffff:0:808:808",  # SIIT form of a public address: never a public destination either
     ],
 )
 def test_denied_addresses(address: str):
@@ -296,7 +312,34 @@ def test_denied_addresses(address: str):
         "::ffff:8.8.8.8",
         "64:ff9b::808:808",
         "2002:808:808::1",
+        "192.0.1.1",
+        "192.0.3.1",
+        "192.88.98.1",
+        "198.51.99.1",
+        "203.0.112.1",
+        "2001:200::1",  # just past 2001::/23 (a real allocation)
+        "2001:db9::1",
     ],
 )
 def test_public_addresses_pass(address: str):
     assert egress.address_denial(ipaddress.ip_address(address)) is None
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["siit.test:8443:[::ffff:0:127.0.0.1]", "teredo.test:8443:[2001:0:4136:e378:8000:63bf:3fff:fdd2]"],
+)
+def test_siit_and_teredo_answers_are_refused_before_connecting(client, egress_settings, internal, entry):
+    egress_settings.KAGENT_EGRESS_RESOLVE += f" {entry}"
+    host = entry.split(":")[0]
+    with pytest.raises(EgressError) as info:
+        client.request(
+            project_id=None,
+            purpose="http_tool",
+            method="GET",
+            url=f"https://{host}:8443/",
+            headers={},
+            body=None,
+            timeout_ms=2000,
+        )
+    assert info.value.code == ADDRESS

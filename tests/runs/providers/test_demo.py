@@ -161,3 +161,51 @@ def test_demo_does_not_run_a_catastrophic_tenant_pattern() -> None:
 
     assert time.monotonic() - started < 1
     assert only_call(response)[0] == "lookup_code"
+
+
+CONTACT = ToolDefinition(
+    name="update_contact_email",
+    description="Update the contact email of the customer.",
+    parameters={
+        "type": "object",
+        "properties": {"email": {"type": "string", "format": "email"}},
+        "required": ["email"],
+    },
+)
+
+
+def test_demo_finds_an_email_in_the_words() -> None:
+    for words, email in [
+        ("update contact email to sara@example.com please", "sara@example.com"),
+        ("update contact email <sara.k@mail.example.co.uk>", "sara.k@mail.example.co.uk"),
+        ("update contact email a@b@c.example.org", "b@c.example.org"),
+    ]:
+        response = providers.complete(make_request(DEMO, [user(words)], tools=(CONTACT,)))
+        assert only_call(response) == ("update_contact_email", {"email": email}), words
+
+
+def test_demo_reads_hostile_words_for_an_email_in_linear_time() -> None:
+    # Issue #13, finding 6: the email expression was quadratic on a run without an @ (3.3 s on 20 kB).
+    for hostile in ("a" * 50_000, "a@" + "b" * 50_000, "a@" + "b." * 25_000, ("x" * 100 + "@") * 500):
+        started = time.monotonic()
+        providers.complete(make_request(DEMO, [user("update contact email " + hostile)], tools=(CONTACT,)))
+        assert time.monotonic() - started < 2
+
+
+def test_demo_runs_a_tenant_pattern_with_a_time_limit() -> None:
+    # Catastrophic for the regex module too, and no quantified group for a heuristic to spot.
+    slow = ToolDefinition(
+        name="lookup_code",
+        description="Look up a code.",
+        parameters={
+            "type": "object",
+            "properties": {"code": {"type": "string", "pattern": "^(?:a|aa)+$|^(?:a|a?)+b$"}},
+            "required": ["code"],
+        },
+    )
+    started = time.monotonic()
+    response = providers.complete(
+        make_request(DEMO, [user("lookup code " + " ".join(["a" * 39 + "c"] * 50))], tools=(slow,))
+    )
+    assert time.monotonic() - started < 2
+    assert only_call(response)[0] == "lookup_code"

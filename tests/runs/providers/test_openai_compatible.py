@@ -172,10 +172,11 @@ def test_tool_choice_none_keeps_the_tools_and_no_tools_sends_neither(fake_llm: F
 def test_no_operator_endpoint_fails_at_once(sleeps: list[float], settings: Any) -> None:
     settings.KAGENT_LLM_BASE_URL = ""
 
-    with pytest.raises(ModelError, match="KAGENT_LLM_BASE_URL") as caught:
+    with pytest.raises(ModelError, match="default model service is not set up") as caught:
         providers.complete(make_request({"provider": "openai_compatible", "name": "m"}, [user("x")]))
 
     assert caught.value.retryable is False
+    assert "KAGENT_LLM_BASE_URL" not in str(caught.value) and "KAGENT_LLM_BASE_URL" in caught.value.detail
     assert sleeps == []
 
 
@@ -186,8 +187,10 @@ def test_an_error_body_echoing_the_key_is_masked(fake_llm: FakeLLM, sleeps: list
     with pytest.raises(ModelError) as caught:
         providers.complete(make_request({"provider": "openai_compatible", "name": "script:echo-key"}, [user("x")]))
 
-    assert "fake-operator-key" not in str(caught.value)
-    assert "Incorrect API key provided: ****" in str(caught.value)
+    # The operator's error body is for the server log only (masked there too); the tenant reads the status.
+    assert str(caught.value) == "the default model service answered HTTP 401"
+    assert "fake-operator-key" not in caught.value.detail
+    assert "Incorrect API key provided: ****" in caught.value.detail
 
 
 # --- The fake itself: stateless per conversation ------------------------------------------------------------------

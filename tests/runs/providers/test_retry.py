@@ -55,7 +55,8 @@ def test_400_is_not_retried(fake_llm: FakeLLM, sleeps: list[float]) -> None:
         providers.complete(make_request({"provider": "openai_compatible", "name": "script:bad"}, [user("x")]))
 
     assert (caught.value.retryable, caught.value.status) == (False, 400)
-    assert "injected fault 400" in str(caught.value)
+    assert str(caught.value) == "the default model service answered HTTP 400"
+    assert "injected fault 400" in caught.value.detail  # the operator's words: server log only
     assert len(fake_llm.requests("bad")) == 1
     assert sleeps == []
 
@@ -70,7 +71,8 @@ def test_a_timeout_is_retried_then_fails(fake_llm: FakeLLM, sleeps: list[float],
 
     assert time.monotonic() - started < 3  # three 0.5 s timeouts, no real sleeps
     assert caught.value.retryable is False
-    assert "did not answer within 0.5s" in str(caught.value)
+    assert str(caught.value) == "the default model service did not answer in time (after 3 attempts)"
+    assert "did not answer within 0.5s" in caught.value.detail
     assert len(sleeps) == 2
     wait_for(lambda: len(fake_llm.requests("stuck")) == 3, timeout=5, message="three attempts at the fake")
 
@@ -107,13 +109,15 @@ def test_unreachable_operator_endpoint_is_retried_then_fails(sleeps: list[float]
         providers.complete(make_request({"provider": "openai_compatible"}, [user("x")]))
 
     assert caught.value.retryable is False
-    assert "could not reach the model endpoint" in str(caught.value)
+    assert str(caught.value) == "the default model service could not be reached (after 3 attempts)"
+    assert "could not reach the model endpoint: ConnectError" in caught.value.detail
     assert len(sleeps) == 2
 
 
 def test_unknown_provider_and_unknown_script_are_not_retried(fake_llm: FakeLLM, sleeps: list[float]) -> None:
     with pytest.raises(ModelError, match="unknown model provider"):
         providers.complete(make_request({"provider": "gpt5"}, [user("x")]))
-    with pytest.raises(ModelError, match="no script 'missing'"):
+    with pytest.raises(ModelError) as caught:
         providers.complete(make_request({"provider": "openai_compatible", "name": "script:missing"}, [user("x")]))
+    assert "no script 'missing'" in caught.value.detail and "no script" not in str(caught.value)
     assert sleeps == []
