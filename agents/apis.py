@@ -37,7 +37,7 @@ AGENT_WRITE = Input(
                 "type": "string",
                 "minLength": 1,
                 "maxLength": 200,
-                "pattern": r"\S",
+                "pattern": r"\S",  # linear: one character
                 "x-message": "name is a non-empty string.",
                 "x-messages": {"maxLength": "name is at most 200 characters."},
             },
@@ -194,7 +194,7 @@ KNOWLEDGE_SOURCE_WRITE = Input(
                 "type": "string",
                 "minLength": 1,
                 "maxLength": 200,
-                "pattern": r"\S",
+                "pattern": r"\S",  # linear: one character
                 "x-message": "title is a non-empty string of at most 200 characters.",
             },
             "kind": {
@@ -207,7 +207,7 @@ KNOWLEDGE_SOURCE_WRITE = Input(
                 "type": ["string", "null"],
                 "minLength": 1,
                 "maxLength": MAX_KNOWLEDGE_CONTENT,
-                "pattern": r"\S",
+                "pattern": r"\S",  # linear: one character
                 "default": None,
                 "description": "text sources: Markdown, split into passages by headings and paragraphs",
                 "x-message": f"content is a non-empty string of at most {MAX_KNOWLEDGE_CONTENT} characters.",

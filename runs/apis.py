@@ -181,7 +181,7 @@ RUN_CREATE = Input(
                 "type": "string",
                 "minLength": 1,
                 "maxLength": MAX_INPUT,
-                "pattern": r"\S",
+                "pattern": r"\S",  # linear: one character
                 "description": "the end user's message",
                 "x-message": "input is the end user's message: a non-empty string.",
                 "x-messages": {"maxLength": f"input is at most {MAX_INPUT} characters."},

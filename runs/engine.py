@@ -46,6 +46,7 @@ OPEN_CALLS = (ToolCall.Status.PENDING, ToolCall.Status.AWAITING_OUTPUT, ToolCall
 FINAL_CALLS = (ToolCall.Status.SUCCEEDED, ToolCall.Status.FAILED, ToolCall.Status.REFUSED, ToolCall.Status.CANCELLED)
 FAILURE_BANNER = "[TOOL FAILED] Nothing changed. Fix the cause and retry, or tell the customer plainly that it failed."
 SIMULATED = {"ok": True, "simulated": True}
+# linear: a literal, then one digit run (backtracking stays in that run)
 TICKET_NUMBER_RE = re.compile(r"\bTKT-(\d+)\b")
 FALLBACK_ANSWER = "I'm sorry, I can't answer that right now."
 

@@ -23,14 +23,18 @@ MIN_WORDS: Final = 40  # a shorter last piece of a section joins the one before 
 TITLE_SEPARATOR: Final = " › "
 MAX_TITLE_CHARS: Final = 300
 
-_ATX_RE: Final = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
+# Headings, bold lines and link targets are read by the string scans below: as regular expressions they backtrack
+# quadratically on hostile lines (a heading of 20,000 spaces took seconds). What is left is linear:
+# linear: anchored; the underline's class and the trailing blanks' class don't overlap
 _SETEXT_RE: Final = re.compile(r"^ {0,3}(={3,}|-{3,})[ \t]*$")
-_BOLD_LINE_RE: Final = re.compile(r"^ {0,3}(?:\*\*|__)(?P<text>[^*_\n]{1,200}?)(?:\*\*|__)[ \t]*:?[ \t]*$")
+# linear: anchored, a bounded run of spaces and a fixed literal
 _FENCE_RE: Final = re.compile(r"^ {0,3}(```|~~~)")
+# linear: one character class after a one-character look-behind, or one class
 _SENTENCE_END_RE: Final = re.compile(r"(?<=[.!?؟۔…])\s+|\n+")
-_IMAGE_RE: Final = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
-_LINK_RE: Final = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+# linear: short alternatives with one-character look-arounds, or one backtick run
 _EMPHASIS_RE: Final = re.compile(r"(\*\*|__|(?<!\w)[*_](?=\S)|(?<=\S)[*_](?!\w)|`+)")
+_BLANKS: Final = " \t"
+_MAX_BOLD_HEADING: Final = 200
 _BOLD_HEADING_LEVEL: Final = 7  # below every Markdown heading level
 
 
@@ -41,10 +45,74 @@ class PassageDraft:
     words: int
 
 
+def _without_targets(line: str, *, images: bool) -> str:
+    """`![alt](target)` as `alt` (images) or `[text](target)` as `text`, in one left-to-right pass."""
+    out: list[str] = []
+    done = 0  # everything before this is in `out`
+    searched = 0
+    while True:
+        opening = line.find("[", searched)
+        closing = line.find("]", opening + 1) if opening >= 0 else -1
+        if closing < 0:
+            break
+        # Any "[" between `opening` and `closing` ends at the same "]": one look decides for all of them.
+        searched = closing + 1
+        if not line.startswith("(", closing + 1):
+            continue
+        end = line.find(")", closing + 2)
+        if end < 0:
+            break  # no ")" left: no target can end
+        is_image = opening > 0 and line[opening - 1] == "!"
+        text = line[opening + 1 : closing]
+        if is_image != images or (not images and not text):
+            continue
+        out.append(line[done : opening - 1 if images else opening])
+        out.append(text)
+        done = searched = end + 1
+    out.append(line[done:])
+    return "".join(out)
+
+
 def _plain(line: str) -> str:
-    line = _IMAGE_RE.sub(r"\1", line)
-    line = _LINK_RE.sub(r"\1", line)
+    line = _without_targets(line, images=True)
+    line = _without_targets(line, images=False)
     return _EMPHASIS_RE.sub("", line)
+
+
+def _indent_ok(line: str) -> str | None:
+    """The line without up to three leading spaces (Markdown's allowance), or None when indented more."""
+    stripped = line.lstrip(" ")
+    return stripped if len(line) - len(stripped) <= 3 else None
+
+
+def _atx_heading(line: str) -> tuple[int, str] | None:
+    """`## Title ##` as (2, "Title"): one to six #, a blank, the title, an optional closing run of #."""
+    rest = _indent_ok(line)
+    if rest is None or not rest.startswith("#"):
+        return None
+    level = len(rest) - len(rest.lstrip("#"))
+    after = rest[level:]
+    if not 1 <= level <= 6 or not after or after[0] not in _BLANKS:
+        return None
+    title = after.strip(_BLANKS)
+    unclosed = title.rstrip("#")
+    if len(unclosed) < len(title) and (not unclosed or unclosed[-1] in _BLANKS):
+        title = unclosed.rstrip(_BLANKS)
+    return level, title
+
+
+def _bold_heading(line: str) -> str | None:
+    """A line that is only bold text (**Question?** or __Question__:), as FAQ pages write their questions."""
+    rest = _indent_ok(line)
+    if rest is None or rest[:2] not in ("**", "__"):
+        return None
+    body = rest[2:]
+    end = min((i for i in (body.find("*"), body.find("_")) if i >= 0), default=-1)
+    if not 1 <= end <= _MAX_BOLD_HEADING or body[end : end + 2] not in ("**", "__"):
+        return None
+    if body[end + 2 :].strip(_BLANKS) not in ("", ":"):
+        return None
+    return body[:end]
 
 
 @dataclass
@@ -82,12 +150,10 @@ def _sections(content: str) -> Iterator[_Section]:
             continue
         heading: tuple[int, str] | None = None
         if not fenced:
-            atx = _ATX_RE.match(line)
-            bold = _BOLD_LINE_RE.match(line)
-            if atx:
-                heading = (len(atx.group(1)), atx.group(2))
-            elif bold:
-                heading = (_BOLD_HEADING_LEVEL, bold.group("text"))
+            heading = _atx_heading(line)
+            if heading is None:
+                bold = _bold_heading(line)
+                heading = (_BOLD_HEADING_LEVEL, bold) if bold is not None else None
         if heading is None:
             section.lines.append(line)
             continue

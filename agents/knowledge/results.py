@@ -23,6 +23,7 @@ NOTHING_FOUND: Final = "Nothing in the knowledge matches. Say you don't know rat
 OMITTED_NOTE: Final = "Some results were left out to keep the result short."
 MIN_PASSAGE_BYTES: Final = 300  # a result that can't show this much of its passage is dropped instead
 ELLIPSIS: Final = "…"
+# linear: a run of one class, then a terminator it excludes, a newline or the end: it never backtracks
 _SENTENCE_RE: Final = re.compile(r"[^.!?؟۔…\n]*(?:[.!?؟۔…]+|\n|$)")
 
 

@@ -28,7 +28,9 @@ TERMS_VERSION: Final = 1
 
 _HAMZA_SEATS: Final = str.maketrans({"\u0624": "\u0648", "\u0626": "\u064a"})  # ؤ -> و, ئ -> ي
 # Letters (any script) or digits, separately: "٣٠يوما" -> "30", "يوما"; "iphone15" -> "iphone", "15".
+# linear: two disjoint classes, each taken whole
 _WORD_RE: Final = re.compile(r"[^\W\d_]+|\d+")
+# linear: one character
 _ARABIC_RE: Final = re.compile(r"[\u0600-\u06ff]")
 _MAX_WORD: Final = 40  # longer "words" are noise (hashes, base64): not indexed
 
@@ -122,8 +124,8 @@ def _is_consonant(word: str, i: int) -> bool:
 
 def _measure(stem: str) -> int:
     """m in [C](VC)^m[V]."""
-    pattern = "".join("c" if _is_consonant(stem, i) else "v" for i in range(len(stem)))
-    return len(re.findall(r"v+c+", pattern))
+    kinds = ["c" if _is_consonant(stem, i) else "v" for i in range(len(stem))]
+    return sum(1 for before, after in zip(kinds, kinds[1:], strict=False) if before == "v" and after == "c")
 
 
 def _has_vowel(stem: str) -> bool:

@@ -203,3 +203,42 @@ def test_whole_results_are_dropped_when_titles_leave_no_room() -> None:
     data = result["data"]
     assert 0 < len(data["results"]) < 20 and data["results_omitted"] == 20 - len(data["results"])
     assert len(json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode()) < MAX_RESULT_BYTES
+
+
+# --- hostile content: headings, bold lines and links are read in linear time ---------------------------------------
+
+HOSTILE_LINES = [
+    "#" + " " * 30_000 + "x",  # a heading whose closing run never comes
+    "# title" + " \t" * 15_000 + "#x",
+    "**" + "a" * 150 + " " * 30_000 + "x",  # a bold line that isn't one
+    "**a**" + " " * 30_000 + ":x",
+    "![" * 30_000,  # images that never close
+    "[" * 20_000 + "]" * 20_000,  # brackets with no target
+    "[a](" * 20_000,  # links whose target never ends
+    "[a]" * 20_000,
+]
+
+
+@pytest.mark.parametrize("line", HOSTILE_LINES, ids=range(len(HOSTILE_LINES)))
+def test_splitting_hostile_markdown_finishes_in_linear_time(line: str) -> None:
+    import time
+
+    started = time.monotonic()
+    split_text(source_title="t", content=line + "\n" + line)
+    assert time.monotonic() - started < 5  # generous: the quadratic expressions these replaced took minutes
+
+
+def test_headings_bold_lines_and_links_still_read_as_before() -> None:
+    content = (
+        "# Returns #\n\nReturn within 30 days.\n\n"
+        "  ## Refunds\n\nCard refunds take 5 days. See [the policy](https://x.test/p) and ![a box](b.png).\n\n"
+        "**Do you ship abroad?**:\n\nYes, to the Gulf.\n\n"
+        "####### not a heading\n\n#nospace is text\n"
+    )
+    passages = split_text(source_title="Help", content=content)
+    titles = [p.title for p in passages]
+    assert any("Returns › Refunds" in t for t in titles)
+    assert any("Do you ship abroad?" in t for t in titles)
+    text = " ".join(p.text for p in passages)
+    assert "the policy" in text and "https://x.test" not in text and "a box" in text and "b.png" not in text
+    assert "####### not a heading" in text and "#nospace is text" in text
