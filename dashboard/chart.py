@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from runs.selectors import DayActivity
 
 WIDTH = 600
-HEIGHT = 160
-BOTTOM = 18  # room for the date labels
+HEIGHT = 120
+BOTTOM = 1  # the baseline
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Bar:
 @dataclass(frozen=True)
 class Chart:
     bars: list[Bar]
-    labels: list[tuple[float, str, str]]  # x, text, text-anchor
+    labels: list[str]  # dates under the chart, evenly spaced
     peak: int
     empty: bool
     width: int = WIDTH
@@ -40,7 +40,6 @@ def activity_chart(days: Sequence[DayActivity]) -> Chart:
     bar = max(slot * 0.38, 1.0)
     usable = HEIGHT - BOTTOM - 4
     bars: list[Bar] = []
-    labels: list[tuple[float, str, str]] = []
 
     def stack(x: float, parts: list[tuple[int, str, str]]) -> None:
         top = float(HEIGHT - BOTTOM)
@@ -68,10 +67,7 @@ def activity_chart(days: Sequence[DayActivity]) -> Chart:
                 (day.tools_refused, "refused", f"{date}: {day.tools_refused} tool calls refused by the policy check"),
             ],
         )
-        last = index == len(days) - 1
-        # A label a week apart, the last day's at the right edge (its neighbour dropped if they would touch).
-        if (index % 7 == 0 and len(days) - 1 - index >= 4) or last:
-            x_label, anchor = (float(WIDTH), "end") if last else (round(x, 1), "start")
-            labels.append((x_label, day.day.strftime("%b %d"), anchor))
+    # Three dates under the chart (first, middle, last), as text that stays readable at any width.
+    labels = [days[i].day.strftime("%b %d") for i in sorted({0, len(days) // 2, len(days) - 1})] if days else []
     empty = not any(d.runs or d.tools_succeeded or d.tools_failed or d.tools_refused for d in days)
     return Chart(bars=bars, labels=labels, peak=peak, empty=empty)

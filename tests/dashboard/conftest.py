@@ -98,7 +98,7 @@ def phone_page(browser: Any, live_server: Any) -> Iterator[Any]:
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 
 
-def screenshot(page: Any, name: str) -> None:
-    """A full-page screenshot kept as a test artifact: var/screenshots/<name>.png."""
+def screenshot(page: Any, name: str, *, full_page: bool = True) -> None:
+    """A screenshot kept as a test artifact: var/screenshots/<name>.png (the whole page, or what is in view)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=full_page)

@@ -48,6 +48,17 @@ def no_sideways_scroll(page: Any) -> None:
     assert sizes["page"] <= sizes["inner"], f"{page.url} scrolls sideways: {sizes}"
 
 
+UNLABELLED = """() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea, button')]
+    .filter(el => el.tagName === 'BUTTON' ? !el.textContent.trim() && !el.getAttribute('aria-label')
+                                          : !(el.labels && el.labels.length) && !el.getAttribute('aria-label'))
+    .map(el => el.outerHTML.slice(0, 120))"""
+
+
+def every_control_named(page: Any) -> None:
+    """Every field has a label and every button a name (what people, screen readers and these tests go by)."""
+    assert page.evaluate(UNLABELLED) == [], page.url
+
+
 def worker_env(fake_llm: Any, settings: Any) -> dict[str, str]:
     return {
         **fake_llm.worker_env(),
@@ -204,7 +215,8 @@ def test_a_business_configures_tests_publishes_and_watches_an_agent(
     expect(ticket_step.locator(".badge.simulated")).to_contain_text("simulated")
     expect(turn.locator("ol.timeline > li.model_call")).to_have_count(2)
     assert Ticket.objects.count() == 0  # simulated: nothing was created
-    screenshot(page, "desktop-test-panel")
+    page.locator("#panel").scroll_into_view_if_needed()
+    screenshot(page, "desktop-test-panel", full_page=False)
 
     # --- a client tool answered in the panel -----------------------------------------------------------------
     page.get_by_role("button", name="New conversation").click()
@@ -218,6 +230,7 @@ def test_a_business_configures_tests_publishes_and_watches_an_agent(
     expect(page.locator("#panel .turn").last.locator(".bubble.assistant")).to_contain_text(
         "You have 2 items", timeout=LIVE
     )
+    screenshot(page, "desktop-test-panel-client-tool", full_page=False)
 
     # --- Run real actions: a test ticket -----------------------------------------------------------------------
     page.get_by_role("button", name="New conversation").click()
@@ -251,8 +264,9 @@ def test_a_business_configures_tests_publishes_and_watches_an_agent(
     page.get_by_role("button", name="Filter").click()
     expect(page.locator("#runs-table tbody tr")).to_have_count(3)
     screenshot(page, "desktop-runs")
-    order_run = Run.objects.get(input__contains="panel-order")
-    page.goto(f"/runs/{order_run.pk}/")
+    page.locator("#runs-table tbody tr", has_text="panel-order").get_by_role("link").click()
+    page.wait_for_url(re.compile(r"/runs/run_[0-9a-z]{26}/$"))
+    assert page.url.endswith(f"/runs/{Run.objects.get(input__contains='panel-order').pk}/")
     expect(page.locator("#run-live")).to_contain_text("completed")
     expect(page.locator("#run-live .badge.simulated")).to_have_count(1)
     expect(page.locator("#run-live")).to_contain_text("order_status")
@@ -275,6 +289,16 @@ def test_a_business_configures_tests_publishes_and_watches_an_agent(
     nav(page, "Egress log")
     expect(page.locator("#egress-table")).to_contain_text("tools.test")
     screenshot(page, "desktop-egress")
+    for name, path in (
+        ("agents", "/agents/"),
+        ("agent-new", "/agents/new/"),
+        ("signing-secret", "/settings/signing-secret/"),
+        ("members", "/settings/members/"),
+        ("webhooks", "/settings/webhooks/"),
+    ):
+        page.goto(path)
+        no_sideways_scroll(page)
+        screenshot(page, f"desktop-{name}")
     assert page.js_errors == []
 
 
@@ -339,6 +363,7 @@ def test_every_main_page_fits_a_phone(alice, live_server, phone_page, fake_llm, 
         page.goto(path)
         assert page.locator("h1").count() >= 1, path
         no_sideways_scroll(page)
+        every_control_named(page)
         screenshot(page, f"phone-{name}")
     assert page.js_errors == []
 

@@ -533,6 +533,18 @@ def test_desk_closes_and_reopens_tickets_and_handoffs(alice):
     assert "TKT-7" in conversation and "Threat" in conversation
 
 
+def test_the_desk_chart_counts_customers_runs_only(alice):
+    agent = agent_create(project=alice.project, name="A")
+    agent_publish(agent=agent, note="")
+    client = signed_in(alice)
+    assert "No customer runs in the last 30 days" in client.get("/desk/").content.decode()
+    run_create(project=alice.project, api_key=None, agent_id=agent.pk, text="hi")
+    run_create(project=alice.project, api_key=None, agent_id=agent.pk, text="test", sandbox=True)
+    body = client.get("/desk/").content.decode()
+    assert re.search(r"<strong>1</strong> runs", body)
+    assert body.count('<rect class="runs"') == 1 and "1 runs, 0 failed" in body
+
+
 def test_egress_log_page_filters_and_hides_refused_addresses(alice):
     EgressEvent.objects.create(
         project=alice.project,

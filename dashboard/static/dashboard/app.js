@@ -43,6 +43,7 @@
     var current = rules.value.replace(/\s+$/, "");
     rules.value = (current ? current + "\n" : "") + missing.join("\n");
     if (enabled) enabled.checked = true;
+    rules.style.height = Math.max(rules.scrollHeight + 4, rules.offsetHeight) + "px";
     box.hidden = false;
     box.focus();
     return true;
@@ -61,6 +62,14 @@
     } else if (target.hasAttribute("data-starter")) {
       if (useStarter(target)) event.preventDefault();
     }
+  });
+
+  // The test panel: after a message is sent, the newest turn comes into view.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var target = event.detail && event.detail.target;
+    if (!target || target.id !== "panel-body") return;
+    var turns = document.querySelectorAll("#panel-body .turn");
+    if (turns.length) turns[turns.length - 1].scrollIntoView({ block: "nearest" });
   });
 
   // Forms that ask first (deleting, rotating).
