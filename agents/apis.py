@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents import selectors, services
-from agents.resources import AGENT, KNOWLEDGE_SOURCE, VERSION
+from agents.resources import AGENT, KNOWLEDGE_SOURCE, VERSION, VERSION_DIFF
 from kagent.api import ProjectApi, paginate
 from kagent.errors import Unprocessable
 from kagent.inputs import UNSET, Input, is_set
@@ -154,6 +154,27 @@ class AgentVersionDetailApi(ProjectApi):
     def get(self, request: Request, agent_id: str, number: int) -> Response:
         agent = selectors.agent_get(project=self.project, agent_id=agent_id)
         return Response(VERSION.render(selectors.version_get(agent=agent, number=number)))
+
+
+class AgentVersionDiffApi(ProjectApi):
+    @extend_schema(operation_id="agents_versions_diff", responses={200: VERSION_DIFF.ref})
+    def get(self, request: Request, agent_id: str, number: int, other: int) -> Response:
+        agent = selectors.agent_get(project=self.project, agent_id=agent_id)
+        return Response(VERSION_DIFF.render(selectors.version_diff(agent=agent, before=number, after=other)))
+
+
+class AgentVersionRestoreApi(ProjectApi):
+    @extend_schema(
+        operation_id="agents_versions_restore",
+        request=None,
+        responses={200: AGENT.ref},
+        description="The draft becomes this version's config again; publish to make it live. HTTP tool definitions "
+        "belong to the project and are not restored.",
+    )
+    def post(self, request: Request, agent_id: str, number: int) -> Response:
+        agent = selectors.agent_get(project=self.project, agent_id=agent_id)
+        version = selectors.version_get(agent=agent, number=number)
+        return Response(AGENT.render(services.agent_restore_version(agent=agent, version=version)))
 
 
 # --- knowledge ----------------------------------------------------------------------------------------------------

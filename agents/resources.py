@@ -6,6 +6,7 @@ from typing import Any
 
 from agents.config import AGENT_CONFIG_SCHEMA
 from agents.models import Agent, AgentVersion, KnowledgeSource
+from agents.selectors import VersionDiff
 from kagent.openapi import component
 from kagent.rendering import Const, Field, Resource, Timestamp, unix
 
@@ -124,5 +125,35 @@ KNOWLEDGE_SOURCE: Resource[KnowledgeSource] = Resource(
         "searchable": Field({"type": "boolean"}, "searchable"),
         "created_at": Timestamp("created_at"),
         "updated_at": Timestamp("updated_at"),
+    },
+)
+
+VERSION_DIFF: Resource[VersionDiff] = Resource(
+    "AgentVersionDiff",
+    {
+        "object": Const("agent_version_diff"),
+        "agent": Field({"type": "string"}, lambda diff: diff.agent.pk),
+        "from_version": Field({"type": "integer"}, "before"),
+        "to_version": Field({"type": "integer"}, "after"),
+        "changes": Field(
+            {
+                "type": "array",
+                "description": "JSON paths under $.config and $.http_tools (tool grants and client tools are named "
+                "by their tool: $.config.tools.http[order_status].rules)",
+                "items": {
+                    "type": "object",
+                    "required": ["path", "change", "before", "after"],
+                    "properties": {
+                        "path": {"type": "string", "example": "$.config.tools.max_tool_rounds"},
+                        "change": {"enum": ["added", "removed", "changed"]},
+                        "before": {"description": "null when added"},
+                        "after": {"description": "null when removed"},
+                    },
+                },
+            },
+            lambda diff: [
+                {"path": c.path, "change": c.change, "before": c.before, "after": c.after} for c in diff.changes
+            ],
+        ),
     },
 )

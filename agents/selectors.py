@@ -1,13 +1,19 @@
 from __future__ import annotations
 
-from django.db import connection
-from django.db.models import Q, QuerySet
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
+from django.db import connection
+from django.db.models import F, Q, QuerySet
+
+from agents.diff import Change, Snapshot, snapshot_diff
 from agents.knowledge import index
 from agents.knowledge.terms import query_terms
 from agents.models import Agent, AgentVersion, KnowledgeSource
 from kagent.errors import NotFound
 from kagent.models import Project
+from tools.models import HttpTool
 
 
 def agent_list(*, project: Project) -> QuerySet[Agent]:
@@ -65,3 +71,63 @@ def agents_granting_tool(*, project: Project, name: str) -> list[str]:
         for agent in agent_list(project=project).only("id", "config")
         if any(grant.get("tool") == name for grant in agent.config.get("tools", {}).get("http", []))
     ]
+
+
+# --- versions side by side --------------------------------------------------------------------------------------
+
+
+def _granted(config: dict[str, Any]) -> list[str]:
+    return [grant["tool"] for grant in config.get("tools", {}).get("http", [])]
+
+
+def draft_snapshot(*, agent: Agent) -> Snapshot:
+    """What publishing now would copy: the draft config and the granted HTTP tools as they are now."""
+    granted = _granted(agent.config)
+    tools = HttpTool.objects.filter(project_id=agent.project_id, name__in=granted)
+    return Snapshot(config=agent.config, http_tools={tool.name: tool.definition() for tool in tools})
+
+
+def version_snapshot(*, version: AgentVersion) -> Snapshot:
+    return Snapshot(config=version.config, http_tools=version.http_tools)
+
+
+@dataclass(frozen=True)
+class VersionDiff:
+    agent: Agent
+    before: int | None  # None: the draft
+    after: int | None
+    changes: list[Change]
+
+
+def version_diff(*, agent: Agent, before: int | None, after: int | None) -> VersionDiff:
+    """What changed from version `before` to version `after` (None: the draft as it stands)."""
+
+    def snapshot(number: int | None) -> Snapshot:
+        if number is None:
+            return draft_snapshot(agent=agent)
+        return version_snapshot(version=version_get(agent=agent, number=number))
+
+    return VersionDiff(agent, before, after, snapshot_diff(snapshot(before), snapshot(after)))
+
+
+def agents_with_unpublished_changes(*, project: Project, agents: Iterable[Agent]) -> set[str]:
+    """The ids of the agents whose draft would publish something other than their latest version (the config, or
+    an edit of a granted HTTP tool since): three queries for the whole list."""
+    agents = list(agents)
+    latest = {
+        version.agent_id: version
+        for version in AgentVersion.objects.filter(
+            project=project, agent__in=agents, number=F("agent__latest_version_number")
+        )
+    }
+    granted = {name for agent in agents for name in _granted(agent.config)}
+    tools = {tool.name: tool.definition() for tool in HttpTool.objects.filter(project=project, name__in=granted)}
+    changed = set()
+    for agent in agents:
+        version = latest.get(agent.pk)
+        if version is None:
+            continue  # never published: the list says so instead
+        draft = Snapshot(agent.config, {name: tools[name] for name in _granted(agent.config) if name in tools})
+        if draft != version_snapshot(version=version):
+            changed.add(agent.pk)
+    return changed

@@ -361,3 +361,15 @@ def knowledge_refresh_due(*, limit: int = 200) -> dict[str, int]:
             _reindex(locked)
             reindexed += 1
     return {"queued": queued, "reindexed": reindexed}
+
+
+def agent_restore_version(*, agent: Agent, version: AgentVersion) -> Agent:
+    """The draft becomes version `version`'s config again (publish to make it live). HTTP tools belong to the
+    project, not to a version: their definitions are not restored, and the draft grants them as they are now."""
+    if version.agent_id != agent.pk:
+        raise Unprocessable("invalid_request", "That version belongs to another agent.")
+    config = validate_config(version.config)
+    now = timezone.now()
+    Agent.objects.filter(pk=agent.pk).update(config=config, updated_at=now)
+    agent.config, agent.updated_at = config, now
+    return agent

@@ -8,10 +8,12 @@ from typing import Any, cast
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.views.decorators.http import require_http_methods
 from django_htmx.middleware import HtmxDetails
 
+from kagent.errors import NotFound
 from kagent.models import Membership, Project, User
 from kagent.selectors import membership_for_project, project_list_for_user
 
@@ -66,3 +68,22 @@ def manager_required(request: HttpRequest) -> None:
     """Owners and admins change settings; members look."""
     if not cast(MemberRequest, request).membership.can_manage:
         raise PermissionDenied("Only owners and admins can do this.")
+
+
+def member_page(*methods: str) -> Callable[[View], View]:
+    """A page (or htmx endpoint) of the picked project: signed in, a member, one of `methods`; an object the
+    project's selectors don't find (another project's, or none) is a 404 like any unknown page."""
+
+    def decorate(view: View) -> View:
+        @project_required
+        @require_http_methods(list(methods))
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            try:
+                return view(request, *args, **kwargs)
+            except NotFound:
+                raise Http404("No such object in this project.") from None
+
+        return wrapper
+
+    return decorate

@@ -1,17 +1,70 @@
-from django.urls import path
+from django.contrib.auth.decorators import login_required
+from django.urls import path, re_path
 
 from dashboard import views
+from dashboard.pages import agents, desk, panel, runs, settings, tools
 
 app_name = "dashboard"
+
+AGENT = "agents/<str:agent_id>"
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", views.logout_view, name="logout"),
+    path("account/password/", login_required(settings.PasswordChangeView.as_view()), name="password"),
     path("projects/", views.project_picker, name="projects"),
     path("projects/<str:project_id>/select/", views.project_select, name="project-select"),
-    path("agents/", views.agent_list, name="agents"),
+    # Agents: the editor, the test panel (htmx endpoints under panel/), versions.
+    path("agents/", agents.agent_list, name="agents"),
+    path("agents/new/", agents.agent_new, name="agent-new"),
+    path(f"{AGENT}/", agents.agent_detail, name="agent"),
+    path(f"{AGENT}/actions-paused/", agents.agent_actions_paused, name="agent-actions-paused"),
+    path(f"{AGENT}/publish/", agents.agent_publish, name="agent-publish"),
+    path(f"{AGENT}/delete/", agents.agent_delete, name="agent-delete"),
+    path(f"{AGENT}/versions/", agents.agent_versions, name="agent-versions"),
+    path(f"{AGENT}/versions/<int:number>/restore/", agents.agent_version_restore, name="agent-version-restore"),
+    path(f"{AGENT}/panel/", panel.panel, name="panel"),
+    path(f"{AGENT}/panel/send/", panel.panel_send, name="panel-send"),
+    path(f"{AGENT}/panel/new/", panel.panel_new, name="panel-new"),
+    path(f"{AGENT}/panel/runs/<str:run_id>/", panel.panel_turn, name="panel-turn"),
+    path(f"{AGENT}/panel/runs/<str:run_id>/outputs/", panel.panel_outputs, name="panel-outputs"),
+    # HTTP tools. The editor's htmx endpoints take the form as it stands (a definition not yet saved).
+    path("tools/", tools.tool_list, name="tools"),
+    path("tools/new/", tools.tool_new, name="tool-new"),
+    path("tools/preview/", tools.tool_preview, name="tool-preview"),
+    path("tools/test-call/", tools.tool_test_call, name="tool-test-call"),
+    path("tools/samples/", tools.tool_samples, name="tool-samples"),
+    path("tools/<str:name>/", tools.tool_detail, name="tool"),
+    path("tools/<str:name>/delete/", tools.tool_delete, name="tool-delete"),
+    # Runs, conversations, the desk, the egress log.
+    path("runs/", runs.run_list, name="runs"),
+    path("runs/<str:run_id>/", runs.run_detail, name="run"),
+    path("runs/<str:run_id>/live/", runs.run_timeline, name="run-live"),
+    path("runs/<str:run_id>/cancel/", runs.run_cancel, name="run-cancel"),
+    path("sessions/<str:session_id>/", runs.session_detail, name="session"),
+    path("desk/", desk.desk, name="desk"),
+    path("desk/tickets/<str:ticket_id>/", desk.ticket_update, name="ticket-update"),
+    path("desk/handoffs/<str:handoff_id>/", desk.handoff_update, name="handoff-update"),
+    path("egress/", settings.egress, name="egress"),
+    # Settings.
     path("settings/", views.settings_home, name="settings"),
     path("settings/api-keys/", views.api_keys, name="api-keys"),
     path("settings/api-keys/<str:key_id>/revoke/", views.api_key_revoke, name="api-key-revoke"),
+    path("settings/secrets/", settings.secret_list, name="secrets"),
+    path("settings/secrets/<str:name>/delete/", settings.secret_delete, name="secret-delete"),
+    path("settings/signing-secret/", settings.signing_secret, name="signing-secret"),
+    re_path(
+        r"^settings/signing-secret/(?P<which>tool|end-user)/reveal/$",
+        settings.signing_secret_reveal,
+        name="signing-secret-reveal",
+    ),
+    re_path(
+        r"^settings/signing-secret/(?P<which>tool|end-user)/rotate/$",
+        settings.signing_secret_rotate,
+        name="signing-secret-rotate",
+    ),
+    path("settings/members/", settings.members, name="members"),
+    path("settings/members/<int:membership_id>/remove/", settings.member_remove, name="member-remove"),
+    path("settings/webhooks/", settings.webhooks, name="webhooks"),
 ]

@@ -10,7 +10,6 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agents.selectors import agent_list as agents_of_project
 from dashboard.access import SESSION_KEY, MemberRequest, manager_required, project_required, signed_in_user
 from dashboard.forms import ApiKeyCreateForm, EmailLoginForm
 from kagent import services
@@ -50,13 +49,6 @@ def project_select(request: HttpRequest, project_id: str) -> HttpResponse:
         raise Http404("No such project.")
     request.session[SESSION_KEY] = project_id
     return redirect("dashboard:agents")
-
-
-@project_required
-@require_GET
-def agent_list(request: MemberRequest) -> HttpResponse:
-    agents = agents_of_project(project=request.project).order_by("name")
-    return render(request, "dashboard/agents.html", {"agents": agents})
 
 
 @project_required

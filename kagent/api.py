@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, date, datetime
 from typing import Any, TypeVar
 
 from django.core.exceptions import RequestDataTooBig
@@ -17,7 +18,7 @@ from rest_framework.views import APIView
 
 from kagent.auth import NOT_AUTHENTICATED, PUBLISHABLE_REFUSED, KeyRefused, api_key_from_header
 from kagent.converters import ID_PATTERN
-from kagent.errors import ApiError, error_body
+from kagent.errors import ApiError, Unprocessable, error_body
 from kagent.models import ApiKey, Project
 from kagent.parsers import strict_json
 
@@ -135,3 +136,70 @@ def lean_post(
     except Exception:
         logger.exception("unhandled error on %s", request.path)
         return json_response(error_body("internal_error", "Something went wrong on our side."), 500)
+
+
+# --- query parameters: one reading for the API and the dashboard's filter forms --------------------------------
+
+
+def param_choice(params: Mapping[str, str], name: str, choices: Sequence[str]) -> str | None:
+    """An optional parameter with a fixed set of values (an empty value reads as not given)."""
+    raw = params.get(name) or None
+    if raw is not None and raw not in choices:
+        raise Unprocessable("invalid_parameter", f"{name} is one of {', '.join(choices)}.")
+    return raw
+
+
+def param_bool(params: Mapping[str, str], name: str) -> bool | None:
+    raw = params.get(name) or None
+    if raw is None:
+        return None
+    if raw not in ("true", "false"):
+        raise Unprocessable("invalid_parameter", f"{name} is true or false.")
+    return raw == "true"
+
+
+def param_text(params: Mapping[str, str], name: str, *, max_length: int = 255) -> str | None:
+    raw = (params.get(name) or "").strip()
+    if len(raw) > max_length:
+        raise Unprocessable("invalid_parameter", f"{name} is at most {max_length} characters.")
+    return raw or None
+
+
+def param_time(params: Mapping[str, str], name: str) -> datetime | None:
+    """Unix seconds, or an ISO 8601 date or date-time (UTC unless it says otherwise): `created_after=1791272520`
+    and `created_after=2026-01-31` both work, so a date picker's value needs no translation."""
+    raw = (params.get(name) or "").strip()
+    if not raw:
+        return None
+    problem = f"{name} is Unix seconds or a date like 2026-01-31 (or 2026-01-31T09:30:00Z)."
+    if re.fullmatch(r"[0-9]{1,12}", raw):
+        try:
+            return datetime.fromtimestamp(int(raw), tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            raise Unprocessable("invalid_parameter", problem) from None
+    try:
+        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00")) if "T" in raw else None
+        if parsed is None:
+            parsed = datetime.combine(date.fromisoformat(raw), datetime.min.time())
+    except ValueError:
+        raise Unprocessable("invalid_parameter", problem) from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def paginate_numbered(
+    request: Request, queryset: QuerySet[M], render: Callable[[M], dict[str, Any]], *, prefix: str
+) -> dict[str, Any]:
+    """`paginate` for rows numbered by the database rather than given one of our ids (the egress log): the cursor
+    is `<prefix>_<number>`, the rendered id of the last row."""
+    limit = parse_limit(request)
+    cursor = request.query_params.get("cursor")
+    queryset = queryset.order_by("-pk")
+    if cursor is not None:
+        match = re.fullmatch(rf"{prefix}_([0-9]{{1,19}})", cursor)
+        if match is None:
+            raise ApiError("invalid_parameter", "cursor is the `next` value of a previous page.")
+        queryset = queryset.filter(pk__lt=int(match.group(1)))
+    rows: list[M] = list(queryset[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {"data": [render(row) for row in rows], "next": f"{prefix}_{rows[-1].pk}" if more and rows else None}

@@ -11,6 +11,7 @@ urlpatterns = [
     path("tool_signing_secret/rotate", apis.ToolSigningSecretRotateApi.as_view()),
     path("end_user_secret", apis.EndUserSecretApi.as_view()),
     path("end_user_secret/rotate", apis.EndUserSecretRotateApi.as_view()),
+    path("egress_events", apis.EgressEventListApi.as_view()),
     path("", include("agents.urls")),
     path("", include("tools.urls")),
     path("", include("runs.urls")),

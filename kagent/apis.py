@@ -1,20 +1,22 @@
-"""`/v1/secrets…`, `/v1/tool_signing_secret…`, `/v1/end_user_secret…`."""
+"""`/v1/secrets…`, `/v1/tool_signing_secret…`, `/v1/end_user_secret…`, `/v1/egress_events`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from kagent import secrets
-from kagent.api import ProjectApi, paginate
+from kagent import secrets, selectors
+from kagent.api import ProjectApi, paginate, paginate_numbered, param_choice, param_text, param_time
 from kagent.inputs import Input
-from kagent.models import SigningSecret
+from kagent.models import EgressEvent, SigningSecret
 from kagent.openapi import list_of
-from kagent.resources import SECRET, SIGNING_SECRET
+from kagent.resources import EGRESS_EVENT, SECRET, SIGNING_SECRET
 from kagent.secrets import HOSTNAME_RE, MAX_HOSTS, MAX_VALUE
 
 
@@ -135,3 +137,36 @@ class EndUserSecretRotateApi(_SigningSecretApi):
     @extend_schema(operation_id="end_user_secret_rotate", request=None, responses={200: SIGNING_SECRET.ref})
     def post(self, request: Request) -> Response:
         return self._rotate()
+
+
+# --- the egress log ---------------------------------------------------------------------------------------------
+
+EGRESS_PURPOSES = ("http_tool", "knowledge", "webhook", "model")
+
+
+def egress_filters(params: Mapping[str, str]) -> dict[str, Any]:
+    """`GET /v1/egress_events`'s query parameters as `selectors.egress_event_list`'s keyword arguments."""
+    return {
+        "decision": param_choice(params, "decision", [d.value for d in EgressEvent.Decision]),
+        "purpose": param_choice(params, "purpose", EGRESS_PURPOSES),
+        "host": param_text(params, "host"),
+        "created_after": param_time(params, "created_after"),
+        "created_before": param_time(params, "created_before"),
+    }
+
+
+class EgressEventListApi(ProjectApi):
+    @extend_schema(
+        operation_id="egress_events_list",
+        parameters=[
+            OpenApiParameter("decision", str, enum=[d.value for d in EgressEvent.Decision]),
+            OpenApiParameter("purpose", str, enum=list(EGRESS_PURPOSES)),
+            OpenApiParameter("host", str),
+            OpenApiParameter("created_after", str, description="Unix seconds, or an ISO 8601 date / date-time (UTC)"),
+            OpenApiParameter("created_before", str, description="Unix seconds, or an ISO 8601 date / date-time (UTC)"),
+        ],
+        responses=list_of(EGRESS_EVENT.ref),
+    )
+    def get(self, request: Request) -> Response:
+        events = selectors.egress_event_list(project=self.project, **egress_filters(request.query_params))
+        return Response(paginate_numbered(request, events, EGRESS_EVENT.render, prefix="egress"))

@@ -1,8 +1,9 @@
-"""How the project's secrets and signing secrets look in the API (rendered and in the OpenAPI document)."""
+"""How the project's secrets, signing secrets and egress log look in the API (rendered and in the OpenAPI document)."""
 
 from __future__ import annotations
 
-from kagent.models import Secret
+from kagent.egress import REFUSAL_CODES
+from kagent.models import EgressEvent, Secret
 from kagent.rendering import Const, Field, Resource, Timestamp
 from kagent.secrets import SECRET_NAME_RE
 
@@ -31,4 +32,39 @@ SIGNING_SECRET: Resource[tuple[str, int | None]] = Resource(
             lambda pair: pair[1],
         ),
     },
+)
+
+
+def address_shown(code: str, address: str) -> str | None:
+    """The address a call connected to, for the tenant's eyes: only for calls the deny list let through. A refused
+    address (what a name resolved to inside our network, say) is never shown back."""
+    return address or None if code not in REFUSAL_CODES else None
+
+
+EGRESS_EVENT: Resource[EgressEvent] = Resource(
+    "EgressEvent",
+    {
+        "id": Field({"type": "string", "example": "egress_1234"}, lambda event: f"egress_{event.pk}"),
+        "object": Const("egress_event"),
+        "purpose": Field({"type": "string", "description": "http_tool, knowledge, webhook, model"}, "purpose"),
+        "decision": Field({"enum": ["allowed", "refused"]}, "decision"),
+        "code": Field(
+            {"type": ["string", "null"], "description": "why it was refused, or how the call failed"},
+            lambda event: event.code or None,
+        ),
+        "method": Field({"type": "string"}, "method"),
+        "host": Field({"type": "string"}, "host"),
+        "port": Field({"type": ["integer", "null"]}, "port"),
+        "path": Field({"type": "string", "description": "without the query string"}, "path"),
+        "resolved_address": Field(
+            {"type": ["string", "null"], "description": "the address connected to; null for refusals"},
+            lambda event: address_shown(event.code, event.resolved_address),
+        ),
+        "status": Field({"type": ["integer", "null"], "description": "the upstream's HTTP status"}, "status"),
+        "bytes_received": Field({"type": "integer"}, "bytes_received"),
+        "duration_ms": Field({"type": "integer"}, "duration_ms"),
+        "created_at": Timestamp("created_at"),
+    },
+    description="One attempt of the hardened outbound client: a call made, or a call refused. Never holds query "
+    "strings, headers, bodies or secret values.",
 )

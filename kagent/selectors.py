@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from datetime import datetime
+from typing import Any, TypeVar
 
-from kagent.models import ApiKey, Membership, Project, User
+from django.db.models import Model, QuerySet
+
+from kagent.models import ApiKey, EgressEvent, Membership, Organization, Project, User
+
+M = TypeVar("M", bound=Model)
+
+
+def filter_given(queryset: QuerySet[M], **lookups: Any) -> QuerySet[M]:
+    """`queryset` filtered by each lookup that was given (not None): a list's optional filters in one line."""
+    return queryset.filter(**{lookup: value for lookup, value in lookups.items() if value is not None})
 
 
 def project_list_for_user(*, user: User) -> QuerySet[Project]:
@@ -26,3 +36,27 @@ def membership_for_project(*, user: User, project_id: str) -> Membership | None:
 
 def api_key_list(*, project: Project) -> QuerySet[ApiKey]:
     return ApiKey.objects.filter(project=project).order_by("-created_at")
+
+
+def egress_event_list(
+    *,
+    project: Project,
+    decision: str | None = None,
+    purpose: str | None = None,
+    host: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+) -> QuerySet[EgressEvent]:
+    """Every outbound call and refusal of the project, filtered."""
+    return filter_given(
+        EgressEvent.objects.filter(project=project),
+        decision=decision,
+        purpose=purpose,
+        host=host,
+        created_at__gt=created_after,
+        created_at__lt=created_before,
+    )
+
+
+def member_list(*, organization: Organization) -> QuerySet[Membership]:
+    return Membership.objects.filter(organization=organization).select_related("user").order_by("created_at", "pk")

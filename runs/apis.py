@@ -4,6 +4,7 @@ calls one service or selector, renders. Publishable keys may create sessions and
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,14 +14,14 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from kagent.api import ProjectApi, lean_post, paginate
+from kagent.api import ProjectApi, lean_post, paginate, param_bool, param_choice, param_text, param_time
 from kagent.errors import Unprocessable
 from kagent.inputs import Input
 from kagent.models import ApiKey
 from kagent.openapi import list_of
 from runs import selectors, services
 from runs.identity import EndUserClaim
-from runs.models import Run
+from runs.models import Run, RunStep, ToolCall
 from runs.resources import (
     HANDOFF,
     MESSAGE,
@@ -306,13 +307,12 @@ class RunStepsApi(ProjectApi):
     @extend_schema(operation_id="runs_steps_list", responses=list_of(RUN_STEP))
     def get(self, request: Request, run_id: str) -> Response:
         run = selectors.run_get(project=self.project, run_id=run_id, key=self.api_key)
-        steps, calls = selectors.run_steps(run=run)
-        # In the order things happened: the model call at round r, then the tool calls it asked for (round r + 1,
-        # in the order asked), then the next model call.
-        ordered = [((s.round, 0, s.created_at.timestamp()), MODEL_STEP.render(s)) for s in steps]
-        ordered += [((c.round - 1, 1, c.index), TOOL_CALL_STEP.render(c)) for c in calls]
-        ordered.sort(key=lambda pair: pair[0])
-        return Response({"data": [item for _, item in ordered], "next": None})
+        return Response({"data": [render_step(step) for step in selectors.run_timeline(run=run)], "next": None})
+
+
+def render_step(step: RunStep | ToolCall) -> dict[str, Any]:
+    """A model call or notice, or a tool call, as the steps API shows it."""
+    return MODEL_STEP.render(step) if isinstance(step, RunStep) else TOOL_CALL_STEP.render(step)
 
 
 @dataclass(frozen=True)
@@ -438,3 +438,118 @@ class HandoffListApi(ProjectApi):
     def get(self, request: Request) -> Response:
         handoffs = selectors.handoff_list(project=self.project, **_desk_filters(request))
         return Response(paginate(request, handoffs, HANDOFF.render))
+
+
+@dataclass(frozen=True)
+class HandoffUpdate:
+    status: str
+
+
+HANDOFF_UPDATE = Input(
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"status": {"enum": ["open", "closed"], "x-message": "status is one of open, closed."}},
+    },
+    HandoffUpdate,
+)
+
+
+class HandoffDetailApi(ProjectApi):
+    @extend_schema(operation_id="handoffs_retrieve", responses={200: HANDOFF.ref})
+    def get(self, request: Request, handoff_id: str) -> Response:
+        return Response(HANDOFF.render(selectors.handoff_get(project=self.project, handoff_id=handoff_id)))
+
+    @extend_schema(operation_id="handoffs_update", request=HANDOFF_UPDATE.body, responses={200: HANDOFF.ref})
+    def patch(self, request: Request, handoff_id: str) -> Response:
+        handoff = selectors.handoff_get(project=self.project, handoff_id=handoff_id)
+        body = HANDOFF_UPDATE.parse(request.data, partial=True)
+        return Response(HANDOFF.render(services.handoff_update(handoff=handoff, status=body.status)))
+
+
+# --- lists of runs and sessions -------------------------------------------------------------------------------
+# The filters are read here once, for the API and for the dashboard's filter forms alike.
+
+_TIME_FILTERS = [
+    OpenApiParameter("created_after", str, description="Unix seconds, or an ISO 8601 date / date-time (UTC)"),
+    OpenApiParameter("created_before", str, description="Unix seconds, or an ISO 8601 date / date-time (UTC)"),
+]
+RUN_FILTERS = [
+    OpenApiParameter("agent", str, description="an agent id"),
+    OpenApiParameter("status", str, enum=[s.value for s in Run.Status]),
+    OpenApiParameter("end_user", str, description="the end user's external id"),
+    *_TIME_FILTERS,
+    OpenApiParameter("sandbox", bool, description="true: test-panel runs only; false: customers' runs only"),
+    OpenApiParameter("session", str, description="a session id"),
+]
+SESSION_FILTERS = [
+    OpenApiParameter("agent", str, description="an agent id"),
+    OpenApiParameter(
+        "status",
+        str,
+        enum=list(selectors.SESSION_STATUSES),
+        description="handed_off while one of its handoffs is open; nothing closes a session yet",
+    ),
+    OpenApiParameter("flagged", bool),
+    OpenApiParameter("end_user", str, description="the end user's external id"),
+    *_TIME_FILTERS,
+    OpenApiParameter("include_tests", bool, description="include test-panel sessions (off by default)"),
+]
+
+
+def run_filters(params: Mapping[str, str]) -> dict[str, Any]:
+    """`GET /v1/runs`'s query parameters as `selectors.run_list`'s keyword arguments; 422 `invalid_parameter`."""
+    return {
+        "agent_id": param_text(params, "agent", max_length=40),
+        "status": param_choice(params, "status", [s.value for s in Run.Status]),
+        "end_user": param_text(params, "end_user"),
+        "created_after": param_time(params, "created_after"),
+        "created_before": param_time(params, "created_before"),
+        "sandbox": param_bool(params, "sandbox"),
+        "session_id": param_text(params, "session", max_length=40),
+    }
+
+
+def session_filters(params: Mapping[str, str]) -> dict[str, Any]:
+    """`GET /v1/sessions`'s query parameters as `selectors.session_list`'s keyword arguments."""
+    return {
+        "agent_id": param_text(params, "agent", max_length=40),
+        "status": param_choice(params, "status", selectors.SESSION_STATUSES),
+        "flagged": param_bool(params, "flagged"),
+        "end_user": param_text(params, "end_user"),
+        "created_after": param_time(params, "created_after"),
+        "created_before": param_time(params, "created_before"),
+        "include_tests": bool(param_bool(params, "include_tests")),
+    }
+
+
+class RunListCreateApi(RunCreateApi):
+    """`/v1/runs`: `GET` here, `POST` as RunCreateApi has it (one route, so one view class; the create operation
+    stays in its own class)."""
+
+    @extend_schema(
+        operation_id="runs_list",
+        parameters=RUN_FILTERS,
+        responses=list_of(RUN.ref),
+        description="Newest first. A publishable key lists only the runs it created. A `store: false` run is "
+        "rendered as its detail is, and its content deleted the same way once returned.",
+    )
+    def get(self, request: Request) -> Response:
+        runs = selectors.run_list(project=self.project, key=self.api_key, **run_filters(request.query_params))
+        return Response(paginate(request, runs, _deliver))
+
+
+class SessionListCreateApi(SessionCreateApi):
+    """`/v1/sessions`: `GET` here, `POST` as SessionCreateApi has it."""
+
+    @extend_schema(
+        operation_id="sessions_list",
+        parameters=SESSION_FILTERS,
+        responses=list_of(SESSION.ref),
+        description="Newest first. A publishable key lists only the sessions it created.",
+    )
+    def get(self, request: Request) -> Response:
+        sessions = selectors.session_list(
+            project=self.project, key=self.api_key, **session_filters(request.query_params)
+        )
+        return Response(paginate(request, sessions, SESSION.render))

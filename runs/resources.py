@@ -8,6 +8,7 @@ from typing import Any
 from kagent.openapi import component
 from kagent.rendering import OMIT, Const, Field, Resource, Timestamp
 from runs.models import Handoff, Message, Run, RunStep, Session, Ticket, ToolCall
+from runs.selectors import session_status
 
 _ID = {"type": "string"}
 _NULLABLE_ID = {"type": ["string", "null"]}
@@ -123,6 +124,10 @@ SESSION: Resource[Session] = Resource(
             ),
         ),
         "metadata": Field({"type": "object"}, "metadata"),
+        "status": Field(
+            {"enum": ["open", "handed_off", "closed"], "description": "handed_off while one of its handoffs is open"},
+            session_status,
+        ),
         "flagged": Field({"type": "boolean"}, "flagged"),
         "created_at": Timestamp("created_at"),
     },

@@ -3,12 +3,16 @@ created, while the project's secret key and its dashboard (`key=None`) see all o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from typing import TypeVar
 
-from django.db.models import Model, QuerySet
+from django.db.models import Count, Exists, Model, OuterRef, Q, QuerySet
+from django.db.models.functions import TruncDate
 
 from kagent.errors import NotFound
 from kagent.models import ApiKey, Project
+from kagent.selectors import filter_given
 from runs.models import Handoff, Message, Run, RunStep, Session, Ticket, ToolCall
 
 M = TypeVar("M", bound=Model)
@@ -65,3 +69,153 @@ def handoff_list(*, project: Project, status: str | None = None, include_tests: 
     if status is not None:
         handoffs = handoffs.filter(status=status)
     return handoffs if include_tests else handoffs.filter(is_test=False)
+
+
+# --- lists with filters (the API's `GET /v1/runs`, `GET /v1/sessions` and the dashboard's pages) ------------------
+
+
+def run_list(
+    *,
+    project: Project,
+    key: ApiKey | None = None,
+    agent_id: str | None = None,
+    status: str | None = None,
+    end_user: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    sandbox: bool | None = None,
+    session_id: str | None = None,
+) -> QuerySet[Run]:
+    """The project's runs (a publishable key: only its own), filtered. `end_user` is the end user's external id;
+    `sandbox` None: test-panel runs and customers' runs alike."""
+    return filter_given(
+        _visible(Run.objects.filter(project=project), key).select_related("agent", "end_user"),
+        agent_id=agent_id,
+        status=status,
+        end_user__external_id=end_user,
+        created_at__gt=created_after,
+        created_at__lt=created_before,
+        sandbox=sandbox,
+        session_id=session_id,
+    )
+
+
+SESSION_STATUSES = ("open", "handed_off", "closed")
+
+
+def session_list(
+    *,
+    project: Project,
+    key: ApiKey | None = None,
+    agent_id: str | None = None,
+    status: str | None = None,
+    flagged: bool | None = None,
+    end_user: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    include_tests: bool = False,
+) -> QuerySet[Session]:
+    """The project's sessions, filtered. A session is `handed_off` while a handoff of it is open, else `open`;
+    nothing closes a session yet, so `closed` matches none. Test-panel sessions only with `include_tests`."""
+    open_handoff = Handoff.objects.filter(session=OuterRef("pk"), status=Handoff.Status.OPEN)
+    sessions = (
+        _visible(Session.objects.filter(project=project), key)
+        .select_related("agent", "end_user")
+        .annotate(has_open_handoff=Exists(open_handoff))
+    )
+    if status == "closed":
+        sessions = sessions.none()
+    return filter_given(
+        sessions,
+        is_test=None if include_tests else False,
+        agent_id=agent_id,
+        has_open_handoff={"handed_off": True, "open": False}.get(status or ""),
+        flagged=flagged,
+        end_user__external_id=end_user,
+        created_at__gt=created_after,
+        created_at__lt=created_before,
+    )
+
+
+def session_status(session: Session) -> str:
+    """`handed_off` while one of its handoffs is open, else `open` (read from `session_list`'s annotation when
+    there is one)."""
+    open_handoff = getattr(session, "has_open_handoff", None)
+    if open_handoff is None:
+        open_handoff = Handoff.objects.filter(session=session, status=Handoff.Status.OPEN).exists()
+    return "handed_off" if open_handoff else "open"
+
+
+def run_timeline(*, run: Run) -> list[RunStep | ToolCall]:
+    """A run's steps in the order things happened: the model call of round r, then the tool calls it asked for
+    (round r + 1, in the order asked), then the next model call."""
+    steps, calls = run_steps(run=run)
+    ordered: list[tuple[tuple[int, int, float], RunStep | ToolCall]] = [
+        ((step.round, 0, step.created_at.timestamp()), step) for step in steps
+    ]
+    ordered += [((call.round - 1, 1, float(call.index)), call) for call in calls]
+    ordered.sort(key=lambda pair: pair[0])
+    return [item for _, item in ordered]
+
+
+def handoff_get(*, project: Project, handoff_id: str) -> Handoff:
+    handoff = Handoff.objects.filter(project=project, pk=handoff_id).select_related("end_user").first()
+    if handoff is None:
+        raise NotFound("No handoff with that id in this project.")
+    return handoff
+
+
+# --- activity ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DayActivity:
+    """One day of a project's customers' runs and their tool calls (test-panel runs left out)."""
+
+    day: date
+    runs: int
+    runs_failed: int
+    tools_succeeded: int
+    tools_failed: int
+    tools_refused: int
+
+
+def activity_by_day(*, project: Project, days: int, today: date) -> list[DayActivity]:
+    """The last `days` days up to `today` (UTC), oldest first, every day present (zeros where nothing ran)."""
+    first = today - timedelta(days=days - 1)
+    since = datetime.combine(first, time.min, tzinfo=UTC)
+    runs: dict[date, dict[str, int]] = {}
+    for row in (
+        Run.objects.filter(project=project, sandbox=False, created_at__gte=since)
+        .annotate(day=TruncDate("created_at", tzinfo=UTC))
+        .values("day")
+        .annotate(total=Count("pk"), failed=Count("pk", filter=Q(status=Run.Status.FAILED)))
+    ):
+        runs[row["day"]] = {"total": row["total"], "failed": row["failed"]}
+    tools: dict[date, dict[str, int]] = {}
+    for row in (
+        ToolCall.objects.filter(project=project, run__sandbox=False, created_at__gte=since)
+        .annotate(day=TruncDate("created_at", tzinfo=UTC))
+        .values("day")
+        .annotate(
+            succeeded=Count("pk", filter=Q(status=ToolCall.Status.SUCCEEDED)),
+            failed=Count("pk", filter=Q(status=ToolCall.Status.FAILED)),
+            refused=Count("pk", filter=Q(status=ToolCall.Status.REFUSED)),
+        )
+    ):
+        tools[row["day"]] = {"succeeded": row["succeeded"], "failed": row["failed"], "refused": row["refused"]}
+    out = []
+    for offset in range(days):
+        day = first + timedelta(days=offset)
+        run_counts, tool_counts = runs.get(day, {}), tools.get(day, {})
+        out.append(
+            DayActivity(
+                day=day,
+                runs=run_counts.get("total", 0),
+                runs_failed=run_counts.get("failed", 0),
+                tools_succeeded=tool_counts.get("succeeded", 0),
+                tools_failed=tool_counts.get("failed", 0),
+                tools_refused=tool_counts.get("refused", 0),
+            )
+        )
+    return out

@@ -22,8 +22,8 @@ from runs import transitions
 from runs.engine import client_output_shown
 from runs.identity import EndUserClaim, Identity, identity_resolve
 from runs.llm import Message
+from runs.models import Handoff, Run, RunStep, Segment, Session, Ticket, ToolCall
 from runs.models import Message as ChatMessage
-from runs.models import Run, RunStep, Segment, Session, Ticket, ToolCall
 from runs.queue import enqueue_run, send_run
 from runs.selectors import session_get
 from tools.models import HttpTool
@@ -498,3 +498,23 @@ def ticket_update(*, ticket: Ticket, status: str = UNSET, priority: str = UNSET)
         for key, value in changes.items():
             setattr(ticket, key, value)
     return ticket
+
+
+def handoff_update(*, handoff: Handoff, status: str = UNSET) -> Handoff:
+    """Close a handoff once the team has taken the conversation over, or reopen it."""
+    if is_set(status):
+        Handoff.objects.filter(pk=handoff.pk).update(status=status)
+        handoff.status = status
+    return handoff
+
+
+# --- the test panel ---------------------------------------------------------------------------------------------
+
+
+def panel_session_create(*, project: Project, agent_id: str, end_user: EndUserClaim | None = None) -> Session:
+    """A test-panel conversation: a session made by the dashboard, marked as a test so it stays off the desk's
+    default views (its runs are sandbox runs, whose tickets and handoffs are tests too)."""
+    session = session_create(project=project, api_key=None, agent_id=agent_id, end_user=end_user)
+    Session.objects.filter(pk=session.pk).update(is_test=True)
+    session.is_test = True
+    return session

@@ -3,10 +3,10 @@ from django.urls import path
 from runs import apis
 
 urlpatterns = [
-    path("sessions", apis.SessionCreateApi.as_view()),
+    path("sessions", apis.SessionListCreateApi.as_view()),
     path("sessions/<oid:session_id>", apis.SessionDetailApi.as_view()),
     path("sessions/<oid:session_id>/messages", apis.SessionMessagesApi.as_view()),
-    path("runs", apis.RunCreateApi.as_view()),
+    path("runs", apis.RunListCreateApi.as_view()),
     path("runs/<oid:run_id>", apis.RunDetailApi.as_view()),
     path("runs/<oid:run_id>/steps", apis.RunStepsApi.as_view()),
     path("runs/<oid:run_id>/submit_tool_outputs", apis.RunSubmitToolOutputsApi.as_view()),
@@ -14,4 +14,5 @@ urlpatterns = [
     path("tickets", apis.TicketListApi.as_view()),
     path("tickets/<oid:ticket_id>", apis.TicketDetailApi.as_view()),
     path("handoffs", apis.HandoffListApi.as_view()),
+    path("handoffs/<oid:handoff_id>", apis.HandoffDetailApi.as_view()),
 ]

@@ -15,7 +15,8 @@ from kagent.api import ProjectApi, paginate
 from kagent.inputs import Input
 from kagent.openapi import list_of
 from tools import selectors, services
-from tools.resources import HTTP_TOOL
+from tools.resources import HTTP_TOOL, TOOL_PREVIEW, TOOL_TEST_CALL
+from tools.templating import EndUserIdentity
 from tools.validation import HTTP_TOOL_NAME_RE
 
 
@@ -96,3 +97,119 @@ class ToolDetailApi(ProjectApi):
         tool_id = tool.id
         services.http_tool_delete(tool=tool, granted_by=agents_granting_tool(project=self.project, name=name))
         return Response({"id": tool_id, "object": "tool", "name": name, "deleted": True})
+
+
+# --- preview and test call --------------------------------------------------------------------------------------
+
+_SAMPLE_PROPERTIES: dict[str, Any] = {
+    "arguments": {
+        "type": "object",
+        "default": {},
+        "description": "sample arguments, as the model would send them",
+        "x-code": "invalid_sample",
+        "x-message": "arguments is an object of sample arguments.",
+    },
+    "end_user": {
+        "type": ["object", "null"],
+        "default": None,
+        "additionalProperties": False,
+        "required": ["external_id"],
+        "properties": {
+            "external_id": {"type": "string", "minLength": 1, "maxLength": 255},
+            "traits": {"type": "object", "default": {}},
+        },
+        "description": "a sample verified end user for {{end_user.*}}; null: an anonymous one",
+        "x-code": "invalid_sample",
+        "x-message": 'end_user is {"external_id": …, "traits": {…}} or null.',
+    },
+    "variables": {
+        "type": "object",
+        "default": {},
+        "additionalProperties": {"type": "string", "maxLength": 1000},
+        "description": "sample agent variables for {{var.*}}",
+        "x-code": "invalid_sample",
+        "x-message": "variables is an object of strings.",
+    },
+}
+
+
+@dataclass(frozen=True)
+class ToolSampleInput:
+    arguments: dict[str, Any]
+    end_user: dict[str, Any] | None
+    variables: dict[str, str]
+
+    def sample(self) -> services.ToolSample:
+        end_user = self.end_user
+        identity = EndUserIdentity(end_user["external_id"], end_user.get("traits") or {}) if end_user else None
+        return services.ToolSample(arguments=self.arguments, end_user=identity, variables=self.variables)
+
+
+TOOL_SAMPLE = Input(
+    {"type": "object", "additionalProperties": False, "x-code": "invalid_sample", "properties": _SAMPLE_PROPERTIES},
+    ToolSampleInput,
+)
+
+
+@dataclass(frozen=True)
+class ToolDraftSampleInput(ToolSampleInput):
+    tool: dict[str, Any]
+
+
+TOOL_DRAFT_SAMPLE = Input(
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "x-code": "invalid_sample",
+        "required": ["tool"],
+        "properties": {
+            "tool": {
+                "type": "object",
+                "description": "an HTTP tool definition not yet saved (as for POST /v1/tools), checked as a write "
+                "would check it",
+                "x-code": "invalid_tool",
+                "x-message": "tool is an HTTP tool definition: {name, description, effect, config, …}.",
+            },
+            **_SAMPLE_PROPERTIES,
+        },
+    },
+    ToolDraftSampleInput,
+)
+
+
+class ToolPreviewApi(ProjectApi):
+    @extend_schema(operation_id="tools_preview", request=TOOL_SAMPLE.body, responses={200: TOOL_PREVIEW.ref})
+    def post(self, request: Request, name: str) -> Response:
+        tool = selectors.http_tool_get(project=self.project, name=name)
+        body = TOOL_SAMPLE.parse(request.data or {})
+        preview = services.http_tool_preview(project=self.project, definition=tool.definition(), sample=body.sample())
+        return Response(TOOL_PREVIEW.render(preview))
+
+
+class ToolTestCallApi(ProjectApi):
+    @extend_schema(operation_id="tools_test", request=TOOL_SAMPLE.body, responses={200: TOOL_TEST_CALL.ref})
+    def post(self, request: Request, name: str) -> Response:
+        tool = selectors.http_tool_get(project=self.project, name=name)
+        body = TOOL_SAMPLE.parse(request.data or {})
+        outcome = services.http_tool_test_call(project=self.project, definition=tool.definition(), sample=body.sample())
+        return Response(TOOL_TEST_CALL.render(outcome))
+
+
+class ToolDraftPreviewApi(ProjectApi):
+    @extend_schema(
+        operation_id="tool_drafts_preview", request=TOOL_DRAFT_SAMPLE.body, responses={200: TOOL_PREVIEW.ref}
+    )
+    def post(self, request: Request) -> Response:
+        body = TOOL_DRAFT_SAMPLE.parse(request.data)
+        definition = services.http_tool_check(project=self.project, definition=body.tool)
+        preview = services.http_tool_preview(project=self.project, definition=definition, sample=body.sample())
+        return Response(TOOL_PREVIEW.render(preview))
+
+
+class ToolDraftTestCallApi(ProjectApi):
+    @extend_schema(operation_id="tool_drafts_test", request=TOOL_DRAFT_SAMPLE.body, responses={200: TOOL_TEST_CALL.ref})
+    def post(self, request: Request) -> Response:
+        body = TOOL_DRAFT_SAMPLE.parse(request.data)
+        definition = services.http_tool_check(project=self.project, definition=body.tool)
+        outcome = services.http_tool_test_call(project=self.project, definition=definition, sample=body.sample())
+        return Response(TOOL_TEST_CALL.render(outcome))

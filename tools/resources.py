@@ -1,10 +1,16 @@
-"""How HTTP tools look in the API (rendered and in the OpenAPI document)."""
+"""How HTTP tools, their previews and test calls look in the API (rendered and in the OpenAPI document)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from kagent.openapi import component
 from kagent.rendering import Const, Field, Resource, Timestamp
+from kagent.resources import address_shown
+from tools.http_call import HttpCallOutcome
 from tools.models import HttpTool
+from tools.services import ToolPreview
 from tools.validation import HTTP_TOOL_NAME_RE, TOOL_DEFINITION_SCHEMA
 
 HTTP_TOOL_CONFIG = component("HttpToolConfig", TOOL_DEFINITION_SCHEMA["properties"]["config"])
@@ -22,4 +28,95 @@ HTTP_TOOL: Resource[HttpTool] = Resource(
         "created_at": Timestamp("created_at"),
         "updated_at": Timestamp("updated_at"),
     },
+)
+
+_NULLABLE_STRING = {"type": ["string", "null"]}
+
+
+def _ok(preview: ToolPreview) -> bool:
+    return preview.error is None
+
+
+TOOL_PREVIEW: Resource[ToolPreview] = Resource(
+    "ToolPreview",
+    {
+        "object": Const("tool_preview"),
+        "ok": Field({"type": "boolean", "description": "false: the tool would send nothing (see error)"}, _ok),
+        "request": Field(
+            {
+                "type": ["object", "null"],
+                "description": "the request the call would send; secret values masked",
+                "required": ["method", "url", "headers", "body", "timeout_ms"],
+                "properties": {
+                    "method": {"type": "string"},
+                    "url": {"type": "string"},
+                    "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "body": _NULLABLE_STRING,
+                    "timeout_ms": {"type": "integer"},
+                },
+            },
+            "request",
+        ),
+        "error": Field(
+            {
+                "type": ["object", "null"],
+                "description": "why nothing would be sent (fail-closed templating)",
+                "required": ["code", "message"],
+                "properties": {
+                    "code": {"type": "string"},
+                    "message": {"type": "string"},
+                    "placeholder": {"type": "string"},
+                    "parameter": {"type": "string"},
+                },
+            },
+            "error",
+        ),
+    },
+    description="Nothing is sent for a preview. Headers K-Agent adds to every call (the Standard Webhooks "
+    "signature, User-Agent) are not shown.",
+)
+
+
+def upstream_shown(step: Mapping[str, Any]) -> dict[str, Any]:
+    """What the run steps record of an HTTP tool call, as the tenant sees it: the address only where the deny list
+    let the call through."""
+    shown = dict(step)
+    if "resolved_address" in shown:
+        shown["resolved_address"] = address_shown(str(shown.get("error_code") or ""), str(shown["resolved_address"]))
+    return shown
+
+
+TOOL_TEST_CALL: Resource[HttpCallOutcome] = Resource(
+    "ToolTestCall",
+    {
+        "object": Const("tool_test_call"),
+        "ok": Field({"type": "boolean"}, lambda outcome: outcome.ok),
+        "shown_to_model": Field(
+            {
+                "type": "object",
+                "description": 'what the model would see: {"ok": true, "data": …} shaped by the response fields, or '
+                '{"ok": false, "error": {"code", "guidance"}}',
+            },
+            "model_result",
+        ),
+        "upstream": Field(
+            {
+                "type": "object",
+                "description": "what the run steps record and the model is not shown: method, host, path, status, "
+                "body excerpt (secrets masked), duration, error code",
+                "properties": {
+                    "method": {"type": "string"},
+                    "host": {"type": "string"},
+                    "path": {"type": "string"},
+                    "status": {"type": ["integer", "null"]},
+                    "body_excerpt": {"type": "string"},
+                    "duration_ms": {"type": "integer"},
+                    "resolved_address": _NULLABLE_STRING,
+                    "error_code": {"type": "string"},
+                },
+            },
+            lambda outcome: upstream_shown(outcome.step),
+        ),
+    },
+    description="A live call through the hardened client, signed like a run's call; it appears in the egress log.",
 )

@@ -41,22 +41,23 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture
-def browser(chromium_path: str, live_server: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """One Chromium per test, started after the test database and live server and stopped before them.
+@pytest.fixture(scope="package")
+def browser(chromium_path: str) -> Iterator[Any]:
+    """One Chromium for the dashboard's tests; each test gets its own context (cookies, storage) from it.
 
     Playwright's sync API keeps an asyncio loop running in this thread while it is started, and Django refuses
     ORM calls from a thread with a running loop; the ORM calls a browser test makes are plain sync calls.
     """
     from playwright.sync_api import sync_playwright
 
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+            try:
+                yield browser
+            finally:
+                browser.close()
 
 
 def new_page(browser: Any, live_server: Any, **context_options: Any) -> Any:
@@ -69,20 +70,35 @@ def new_page(browser: Any, live_server: Any, **context_options: Any) -> Any:
     return page
 
 
+DESKTOP: dict[str, Any] = {"viewport": {"width": 1280, "height": 900}}
+PHONE: dict[str, Any] = {
+    "viewport": {"width": 390, "height": 844},
+    "device_scale_factor": 3,
+    "is_mobile": True,
+    "has_touch": True,
+}
+
+
 @pytest.fixture
-def page(browser: Any, live_server: Any) -> Any:
+def page(browser: Any, live_server: Any) -> Iterator[Any]:
     """A desktop-sized page whose relative URLs go to the live server."""
-    return new_page(browser, live_server, viewport={"width": 1280, "height": 900})
+    page = new_page(browser, live_server, **DESKTOP)
+    yield page
+    page.context.close()
 
 
 @pytest.fixture
-def phone_page(browser: Any, live_server: Any) -> Any:
+def phone_page(browser: Any, live_server: Any) -> Iterator[Any]:
     """A phone-sized page (390x844, touch), as on a recent iPhone."""
-    return new_page(
-        browser,
-        live_server,
-        viewport={"width": 390, "height": 844},
-        device_scale_factor=3,
-        is_mobile=True,
-        has_touch=True,
-    )
+    page = new_page(browser, live_server, **PHONE)
+    yield page
+    page.context.close()
+
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
+
+
+def screenshot(page: Any, name: str, *, full_page: bool = True) -> None:
+    """A screenshot kept as a test artifact: var/screenshots/<name>.png (the whole page, or what is in view)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=full_page)

@@ -1,0 +1,99 @@
+"""The desk (`/desk/`): open handoffs, tickets (close, reopen), flagged conversations, each linking to its
+conversation, and a small chart of the last 30 days. Test-panel objects only when asked for, marked as tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+
+from dashboard.access import MemberRequest, member_page
+from dashboard.chart import activity_chart
+from kagent.api import param_bool, param_choice
+from kagent.errors import ApiError
+from runs import selectors, services
+from runs.apis import HANDOFF_UPDATE, TICKET_UPDATE
+
+CHART_DAYS = 30
+
+
+@member_page("GET")
+def desk(request: MemberRequest) -> HttpResponse:
+    try:
+        include_tests = bool(param_bool(request.GET, "include_tests"))
+        ticket_status = param_choice(request.GET, "tickets", ("open", "closed", "all")) or "open"
+    except ApiError:
+        include_tests, ticket_status = False, "open"
+    project = request.project
+    days = selectors.activity_by_day(project=project, days=CHART_DAYS, today=timezone.now().date())
+    context = {
+        "include_tests": include_tests,
+        "ticket_status": ticket_status,
+        "handoffs": selectors.handoff_list(project=project, status="open", include_tests=include_tests)
+        .select_related("session")
+        .order_by("-created_at")[:100],
+        "tickets": selectors.ticket_list(
+            project=project, status=None if ticket_status == "all" else ticket_status, include_tests=include_tests
+        ).order_by("-created_at")[:100],
+        "flagged": selectors.session_list(project=project, flagged=True, include_tests=include_tests).order_by(
+            "-flagged_at"
+        )[:100],
+        "chart": activity_chart(days),
+        "totals": {
+            "runs": sum(d.runs for d in days),
+            "failed": sum(d.runs_failed for d in days),
+            "tools": sum(d.tools_succeeded + d.tools_failed + d.tools_refused for d in days),
+            "refused": sum(d.tools_refused for d in days),
+        },
+    }
+    return render(request, "dashboard/desk.html", context)
+
+
+def _back(request: MemberRequest) -> HttpResponse:
+    query = request.POST.get("back", "")
+    return redirect(f"/desk/?{query}" if query and "\n" not in query else "/desk/")
+
+
+def _status_change(
+    request: MemberRequest, *, parse: Callable[[dict[str, str]], Any], change: Callable[[str], Any], row: str, key: str
+) -> HttpResponse:
+    """Close or reopen a desk object with the API's input and service; the row swapped in place (htmx)."""
+    try:
+        body = parse({"status": request.POST.get("status", "")})
+        changed = change(body.status)
+    except ApiError as exc:
+        messages.error(request, exc.message)
+        return _back(request)
+    if request.htmx:
+        return render(request, row, {key: changed, "just_changed": True})
+    return _back(request)
+
+
+@member_page("POST")
+def ticket_update(request: MemberRequest, ticket_id: str) -> HttpResponse:
+    """Close or reopen a ticket, as `PATCH /v1/tickets/{id}` does."""
+    ticket = selectors.ticket_get(project=request.project, ticket_id=ticket_id)
+    return _status_change(
+        request,
+        parse=lambda data: TICKET_UPDATE.parse(data, partial=True),
+        change=lambda status: services.ticket_update(ticket=ticket, status=status),
+        row="dashboard/_ticket_row.html",
+        key="ticket",
+    )
+
+
+@member_page("POST")
+def handoff_update(request: MemberRequest, handoff_id: str) -> HttpResponse:
+    """Close a handoff once the team has the conversation, as `PATCH /v1/handoffs/{id}` does."""
+    handoff = selectors.handoff_get(project=request.project, handoff_id=handoff_id)
+    return _status_change(
+        request,
+        parse=lambda data: HANDOFF_UPDATE.parse(data, partial=True),
+        change=lambda status: services.handoff_update(handoff=handoff, status=status),
+        row="dashboard/_handoff_row.html",
+        key="handoff",
+    )

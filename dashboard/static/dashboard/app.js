@@ -1,0 +1,89 @@
+// The dashboard's few behaviours htmx doesn't cover. Every one has a server-side fallback: without this file the
+// forms still post and the pages still work.
+(function () {
+  "use strict";
+  var counter = 1000;
+
+  function each(root, selector, fn) {
+    Array.prototype.forEach.call(root.querySelectorAll(selector), fn);
+  }
+
+  // "Add …" buttons: a copy of a <template>, with its "__N__" ids made unique, focused on its first field.
+  function addRow(button) {
+    var template = document.getElementById(button.getAttribute("data-add-row"));
+    var into = document.getElementById(button.getAttribute("data-into"));
+    if (!template || !into) return;
+    counter += 1;
+    var html = template.innerHTML.replace(/__N__/g, "n" + counter);
+    var holder = document.createElement("div");
+    holder.innerHTML = html;
+    var first = null;
+    while (holder.firstChild) {
+      var node = holder.firstChild;
+      into.appendChild(node);
+      if (!first && node.querySelector) first = node.querySelector("input, textarea, select");
+    }
+    if (first) first.focus();
+  }
+
+  // "Use starter rules": the built-in's starter rules added to its rules (those not there yet), the grant switched
+  // on, and the reasons shown. The same as the server does for the button without JavaScript.
+  function useStarter(button) {
+    var name = button.getAttribute("data-starter");
+    var grant = document.getElementById("grant-" + name);
+    var box = document.getElementById("starter-" + name);
+    if (!grant || !box) return false;
+    var rules = grant.querySelector("textarea");
+    var enabled = grant.querySelector('input[type="checkbox"]');
+    var missing = [];
+    each(box, "[data-rule]", function (rule) {
+      var text = rule.textContent.trim();
+      if (rules.value.indexOf(text) === -1) missing.push(text);
+    });
+    var current = rules.value.replace(/\s+$/, "");
+    rules.value = (current ? current + "\n" : "") + missing.join("\n");
+    if (enabled) enabled.checked = true;
+    rules.style.height = Math.max(rules.scrollHeight + 4, rules.offsetHeight) + "px";
+    box.hidden = false;
+    box.focus();
+    return true;
+  }
+
+  document.addEventListener("click", function (event) {
+    var target = event.target.closest ? event.target.closest("button") : null;
+    if (!target) return;
+    if (target.hasAttribute("data-add-row")) {
+      event.preventDefault();
+      addRow(target);
+    } else if (target.hasAttribute("data-remove-row")) {
+      event.preventDefault();
+      var row = target.closest(".removable");
+      if (row) row.remove();
+    } else if (target.hasAttribute("data-starter")) {
+      if (useStarter(target)) event.preventDefault();
+    }
+  });
+
+  // The test panel: after a message is sent, the newest turn comes into view.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var target = event.detail && event.detail.target;
+    if (!target || target.id !== "panel-body") return;
+    var turns = document.querySelectorAll("#panel-body .turn");
+    if (turns.length) turns[turns.length - 1].scrollIntoView({ block: "nearest" });
+  });
+
+  // Forms that ask first (deleting, rotating).
+  document.addEventListener("submit", function (event) {
+    var message = event.target.getAttribute && event.target.getAttribute("data-confirm");
+    if (message && !window.confirm(message)) event.preventDefault();
+  });
+
+  // In the test panel's Message field, Enter sends and Shift+Enter starts a new line.
+  document.addEventListener("keydown", function (event) {
+    var field = event.target;
+    if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
+    if (!field.hasAttribute || !field.hasAttribute("data-submit-on-enter")) return;
+    event.preventDefault();
+    if (field.form && field.value.trim()) field.form.requestSubmit();
+  });
+})();

@@ -1,0 +1,825 @@
+"""The dashboard's pages through Django's test client: they call the API's services, so they refuse what the API
+refuses with its message next to the field; what each role may change; and another organization's objects are a
+404 on every page and every htmx endpoint."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from agents.models import Agent
+from agents.services import agent_create, agent_publish
+from dashboard import urls as dashboard_urls
+from fakes.llm import calls, text
+from kagent.models import EgressEvent, Membership, Secret, User
+from kagent.secrets import secret_put
+from runs import engine
+from runs.models import Handoff, Run, Session, Ticket
+from runs.services import panel_session_create, run_create
+from tests.conftest import Tenant, make_tenant
+from tools.models import HttpTool
+from tools.services import http_tool_create
+
+pytestmark = pytest.mark.django_db
+
+PASSWORD = "correct horse battery"
+TOKEN = "orders-token-0123456789-SECRET"
+
+
+def signed_in(tenant: Tenant | User) -> Client:
+    user = tenant.user if isinstance(tenant, Tenant) else tenant
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def member_of(tenant: Tenant, role: str, email: str) -> Client:
+    user = User.objects.create_user(email, PASSWORD)
+    Membership.objects.create(organization=tenant.organization, user=user, role=role)
+    return signed_in(user)
+
+
+def order_tool(tenant: Tenant, **config: Any) -> HttpTool:
+    return http_tool_create(
+        project=tenant.project,
+        name="order_status",
+        description="Look up an order.",
+        effect="read",
+        config={
+            "method": "GET",
+            "url": "https://api.example.com/orders/{{args.order_number}}",
+            "headers": {"Authorization": "Bearer {{secret.ORDERS_TOKEN}}"},
+            "parameters": {
+                "type": "object",
+                "properties": {"order_number": {"type": "string"}},
+                "required": ["order_number"],
+            },
+            **config,
+        },
+    )
+
+
+def editor_post(agent: Agent, **changes: Any) -> dict[str, Any]:
+    """The editor form as the page renders it for `agent`, with `changes`."""
+    from dashboard.editor import values_from_config
+
+    values = values_from_config(
+        name=agent.name, description=agent.description, config=agent.config, tools=list(HttpTool.objects.all())
+    )
+    form: dict[str, Any] = {
+        "$.name": values.name,
+        "$.description": values.description,
+        "$.instructions": values.instructions,
+        "$.model.provider": values.model["provider"],
+        "$.tools.max_tool_rounds": values.max_tool_rounds,
+        "$.variables.name": [n for n, _ in values.variables],
+        "$.variables.value": [v for _, v in values.variables],
+    }
+    if values.tools_enabled:
+        form["$.tools.enabled"] = "on"
+    for grant in values.builtins:
+        if grant.enabled:
+            form[f"{grant.path}.enabled"] = "on"
+        form[f"{grant.path}.rules"] = grant.rules
+    for grant in values.http:
+        if grant.used:
+            form[f"{grant.path}.used"] = "on"
+        form[f"{grant.path}.rules"] = grant.rules
+    form.update(changes)
+    return form
+
+
+def errors_on(body: str) -> dict[str, str]:
+    """{field id: its error message} from a page."""
+    return dict(re.findall(r'<p class="field-error" id="([^"]+)-error">([^<]*)</p>', body))
+
+
+# --- the agent editor ---------------------------------------------------------------------------------------------
+
+
+def test_new_agent_then_the_editor_saves_the_whole_draft(alice):
+    client = signed_in(alice)
+    response = client.post("/agents/new/", {"$.name": "Front desk", "$.instructions": "Be kind.\r\nBe brief."})
+    assert response.status_code == 302
+    agent = Agent.objects.get(project=alice.project)
+    assert response["Location"] == f"/agents/{agent.pk}/"
+    assert agent.config["instructions"] == "Be kind.\nBe brief."  # a textarea's CRLF is the line the person typed
+
+    assert client.get(f"/agents/{agent.pk}/").status_code == 200
+    form = editor_post(
+        agent,
+        **{
+            "$.model.provider": "demo",
+            "$.variables.name": ["shop", ""],
+            "$.variables.value": ["Acme", ""],
+            "$.tools.builtin.create_ticket.enabled": "on",
+            "$.tools.builtin.create_ticket.rules": "Only for damage.",
+            "$.tools.client.name": ["get_cart"],
+            "$.tools.client.description": ["The cart."],
+            "$.tools.client.parameters": [""],
+            "$.tools.client.effect": ["read"],
+            "$.tools.client.rules": [""],
+            "$.business_hours.on": "on",
+            "$.business_hours.timezone": "Asia/Riyadh",
+            "$.business_hours.weekly.day": ["sun", "mon"],
+            "$.business_hours.weekly.open": ["09:00", ""],
+            "$.business_hours.weekly.close": ["17:00", ""],
+            "$.business_hours.closed_dates": "2026-04-10\r\n2026-04-11",
+        },
+    )
+    response = client.post(f"/agents/{agent.pk}/", form)
+    assert response.status_code == 302, errors_on(response.content.decode())
+    agent.refresh_from_db()
+    config = agent.config
+    assert config["model"] == {"provider": "demo"}
+    assert config["variables"] == {"shop": "Acme"}
+    assert config["tools"]["builtin"]["create_ticket"] == {"enabled": True, "rules": "Only for damage."}
+    assert config["tools"]["client"] == [
+        {
+            "name": "get_cart",
+            "description": "The cart.",
+            "effect": "read",
+            "rules": "",
+            "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+        }
+    ]
+    assert config["business_hours"] == {
+        "timezone": "Asia/Riyadh",
+        "weekly": [{"day": "sun", "open": "09:00", "close": "17:00"}],
+        "closed_dates": ["2026-04-10", "2026-04-11"],
+    }
+    # Saving the page unchanged changes nothing.
+    before = dict(agent.config)
+    page = client.get(f"/agents/{agent.pk}/").content.decode()
+    assert "Acme" in page and "Only for damage." in page and "Asia/Riyadh" in page
+    form = editor_post(
+        agent,
+        **{
+            "$.tools.client.name": ["get_cart"],
+            "$.tools.client.description": ["The cart."],
+            "$.tools.client.parameters": [json.dumps(config["tools"]["client"][0]["parameters"])],
+            "$.tools.client.effect": ["read"],
+            "$.tools.client.rules": [""],
+            "$.business_hours.on": "on",
+            "$.business_hours.timezone": "Asia/Riyadh",
+            "$.business_hours.weekly.day": ["sun"],
+            "$.business_hours.weekly.open": ["09:00"],
+            "$.business_hours.weekly.close": ["17:00"],
+            "$.business_hours.closed_dates": "2026-04-10\n2026-04-11",
+        },
+    )
+    assert client.post(f"/agents/{agent.pk}/", form).status_code == 302
+    agent.refresh_from_db()
+    assert agent.config == before
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "message"),
+    [
+        ({"$.tools.max_tool_rounds": "6"}, "$.tools.max_tool_rounds", "$.tools.max_tool_rounds: must be at most 5"),
+        ({"$.tools.max_tool_rounds": "three"}, "$.tools.max_tool_rounds", "must be of type integer"),
+        ({"$.name": "  "}, "$.name", "name is a non-empty string."),
+        (
+            {"$.tools.builtin.create_ticket.rules": "x" * 4001},
+            "$.tools.builtin.create_ticket.rules",
+            "length must be at most 4000",
+        ),
+        (
+            {"$.business_hours.on": "on", "$.business_hours.timezone": "Mars/Olympus"},
+            "$.business_hours.timezone",
+            "not a known IANA time zone",
+        ),
+        (
+            {
+                "$.business_hours.on": "on",
+                "$.business_hours.timezone": "UTC",
+                "$.business_hours.weekly.day": ["mon"],
+                "$.business_hours.weekly.open": ["17:00"],
+                "$.business_hours.weekly.close": ["09:00"],
+            },
+            "$.business_hours.weekly[0]",
+            "close must be after open",
+        ),
+        (
+            {
+                "$.tools.client.name": ["transfer_to_human"],
+                "$.tools.client.description": ["x"],
+                "$.tools.client.parameters": [""],
+                "$.tools.client.effect": ["read"],
+                "$.tools.client.rules": [""],
+            },
+            "$.tools.client[0].name",
+            "transfer_to_human is the name of a built-in tool.",
+        ),
+        (
+            {
+                "$.tools.client.name": ["get_cart"],
+                "$.tools.client.description": ["x"],
+                "$.tools.client.parameters": ['{"type": "object",'],
+                "$.tools.client.effect": ["read"],
+                "$.tools.client.rules": [""],
+            },
+            "$.tools.client[0].parameters",
+            "parameters is not valid JSON",
+        ),
+        (
+            {"$.model.provider": "openai_compatible", "$.model.base_url": "https://llm.example.com/v1"},
+            "$.model.api_key_secret",
+            "api_key_secret",
+        ),
+        ({"$.variables.name": ["Shop Name"], "$.variables.value": ["Acme"]}, "$.variables", "must match"),
+    ],
+)
+def test_a_config_the_api_refuses_is_refused_next_to_its_field(alice, changes, field, message):
+    from dashboard.problems import field_id
+
+    agent = agent_create(project=alice.project, name="Front desk", config={"instructions": "Be kind."})
+    before = dict(agent.config)
+    response = signed_in(alice).post(f"/agents/{agent.pk}/", editor_post(agent, **changes))
+    assert response.status_code == 422
+    body = response.content.decode()
+    errors = errors_on(body)
+    assert field_id(field) in errors, (errors, field)
+    assert message in errors[field_id(field)]
+    assert f'aria-describedby="{field_id(field)}-error' in body or f'{field_id(field)}-error"' in body
+    assert 'role="alert"' in body  # and the summary at the top links to it
+    agent.refresh_from_db()
+    assert agent.config == before
+
+
+def test_the_same_message_as_the_api(alice, api):
+    agent = agent_create(project=alice.project, name="Front desk")
+    api_error = api.patch(f"/v1/agents/{agent.pk}", {"config": {"tools": {"max_tool_rounds": 6}}}, format="json")
+    page = signed_in(alice).post(f"/agents/{agent.pk}/", editor_post(agent, **{"$.tools.max_tool_rounds": "6"}))
+    assert api_error.json()["error"]["message"] in errors_on(page.content.decode()).values()
+
+
+def test_http_grant_errors_land_on_the_grant_by_name(alice):
+    order_tool(alice)
+    agent = agent_create(project=alice.project, name="Front desk")
+    form = editor_post(
+        agent, **{"$.tools.http[order_status].used": "on", "$.tools.http[order_status].rules": "x" * 4001}
+    )
+    body = signed_in(alice).post(f"/agents/{agent.pk}/", form).content.decode()
+    assert "f-tools-http-order_status-rules" in errors_on(body)
+
+
+def test_starter_rules_without_javascript_fill_the_rules_and_save_nothing(alice):
+    agent = agent_create(project=alice.project, name="Front desk")
+    form = editor_post(agent, action="starter:create_ticket")
+    response = signed_in(alice).post(f"/agents/{agent.pk}/", form)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "Starter rules, and why" in body and "Why: Tickets cost your team time" in body
+    assert 'id="starter-create_ticket" tabindex="-1">' in body  # shown, not hidden
+    assert re.search(r'name="\$\.tools\.builtin\.create_ticket\.enabled" checked', body)
+    assert "Open a ticket only after the customer has described the problem" in body
+    agent.refresh_from_db()
+    assert "create_ticket" not in agent.config["tools"]["builtin"]
+
+
+def test_starter_rules_are_the_registrys_and_leave_the_model_facing_text_alone():
+    from tools import builtins
+
+    assert builtins.lock_problems(builtins.read_lock()) == []
+    for tool in builtins.all_builtins():
+        assert len(tool.starter_rules) >= 2 and all(s.reasoning for s in tool.starter_rules)
+
+
+def test_actions_paused_applies_at_once(alice):
+    agent = agent_create(project=alice.project, name="Front desk")
+    agent_publish(agent=agent, note="")
+    client = signed_in(alice)
+    response = client.post(f"/agents/{agent.pk}/actions-paused/", {"actions_paused": "on"}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    assert b"Actions are paused for every version." in response.content
+    agent.refresh_from_db()
+    assert agent.actions_paused is True and agent.latest_version_number == 1
+    client.post(f"/agents/{agent.pk}/actions-paused/", {})
+    agent.refresh_from_db()
+    assert agent.actions_paused is False
+
+
+def test_publish_versions_diff_and_restore(alice):
+    order_tool(alice)
+    agent = agent_create(project=alice.project, name="Front desk", config={"instructions": "One."})
+    client = signed_in(alice)
+    assert client.post(f"/agents/{agent.pk}/publish/", {"note": "first"}).status_code == 302
+    client.post(
+        f"/agents/{agent.pk}/",
+        editor_post(agent, **{"$.instructions": "Two.", "$.tools.http[order_status].used": "on"}),
+    )
+    page = client.get("/agents/").content.decode()
+    assert "changed since publish" in page
+    body = client.get(f"/agents/{agent.pk}/versions/").content.decode()
+    assert "From version 1 to the draft" in body
+    assert "$.config.instructions" in body and "$.config.tools.http[order_status]" in body
+    assert "$.http_tools.order_status" in body
+    assert client.post(f"/agents/{agent.pk}/publish/", {"note": "second"}).status_code == 302
+    body = client.get(f"/agents/{agent.pk}/versions/?from=1&to=2").content.decode()
+    assert "From version 1 to version 2" in body and "second" in body
+    response = client.post(f"/agents/{agent.pk}/versions/1/restore/")
+    assert response.status_code == 302
+    agent.refresh_from_db()
+    assert agent.config["instructions"] == "One." and agent.latest_version_number == 2
+    bad = client.post(f"/agents/{agent.pk}/publish/", {"note": "x" * 1001})
+    assert bad.status_code == 422 and b"note is a string of at most 1000 characters." in bad.content
+
+
+def test_publishing_a_grant_of_a_missing_tool_says_why(alice):
+    agent = agent_create(project=alice.project, name="Front desk", config={"tools": {"http": [{"tool": "gone_tool"}]}})
+    response = signed_in(alice).post(f"/agents/{agent.pk}/publish/", {"note": ""})
+    assert response.status_code == 422
+    assert b"The draft grants HTTP tool(s) that don&#x27;t exist: gone_tool" in response.content
+
+
+# --- HTTP tools ---------------------------------------------------------------------------------------------------
+
+
+def tool_form(**changes: Any) -> dict[str, Any]:
+    form = {
+        "$.name": "order_status",
+        "$.description": "Look up an order.",
+        "$.effect": "read",
+        "$.config.method": "GET",
+        "$.config.url": "https://api.example.com/orders/{{args.order_number}}",
+        "$.config.headers.name": ["Authorization", ""],
+        "$.config.headers.value": ["Bearer {{secret.ORDERS_TOKEN}}", ""],
+        "$.config.parameters": json.dumps(
+            {"type": "object", "properties": {"order_number": {"type": "string"}}, "required": ["order_number"]}
+        ),
+        "$.config.response.items_path": "data",
+        "$.config.response.fields.path": ["status"],
+        "$.config.response.fields.label": ["Status"],
+        "$.config.timeout_ms": "8000",
+    }
+    form.update(changes)
+    return form
+
+
+def test_create_and_edit_a_tool(alice):
+    secret_put(project=alice.project, name="ORDERS_TOKEN", value=TOKEN, allowed_hosts=["api.example.com"])
+    client = signed_in(alice)
+    response = client.post("/tools/new/", tool_form())
+    assert response.status_code == 302 and response["Location"] == "/tools/order_status/"
+    tool = HttpTool.objects.get(project=alice.project)
+    assert tool.config["headers"] == {"Authorization": "Bearer {{secret.ORDERS_TOKEN}}"}
+    assert tool.config["response"]["fields"] == [{"path": "status", "label": "Status"}]
+    assert tool.config["timeout_ms"] == 8000
+    assert b"order_status" in client.get("/tools/").content
+    response = client.post("/tools/order_status/", tool_form(**{"$.description": "Where is my order?"}))
+    assert response.status_code == 302
+    tool.refresh_from_db()
+    assert tool.description == "Where is my order?"
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "code_message"),
+    [
+        ({"$.config.headers.name": ["Host"], "$.config.headers.value": ["x"]}, "$.config.headers", "Host"),
+        ({"$.name": "transfer_to_human"}, "$.name", "is the name of a built-in tool"),
+        ({"$.config.url": "http://api.example.com/x"}, "$.config.url", "https"),
+        ({"$.config.timeout_ms": "99999"}, "$.config.timeout_ms", "timeout_ms is at most 15000."),
+        ({"$.config.parameters": "{nope"}, "$.config.parameters", "Parameters is not valid JSON"),
+    ],
+)
+def test_a_tool_the_api_refuses_is_refused_next_to_its_field(alice, changes, field, code_message):
+    from dashboard.problems import field_id
+
+    secret_put(project=alice.project, name="ORDERS_TOKEN", value=TOKEN, allowed_hosts=["api.example.com"])
+    response = signed_in(alice).post("/tools/new/", tool_form(**changes))
+    assert response.status_code == 422
+    errors = errors_on(response.content.decode())
+    assert code_message in errors.get(field_id(field), ""), errors
+    assert not HttpTool.objects.exists()
+
+
+def test_preview_masks_secrets_and_follows_the_form(alice):
+    secret_put(project=alice.project, name="ORDERS_TOKEN", value=TOKEN, allowed_hosts=["api.example.com"])
+    client = signed_in(alice)
+    response = client.post("/tools/preview/", tool_form(**{"$.sample.arguments.order_number": "٨٨١٢"}))
+    body = response.content.decode()
+    assert "GET https://api.example.com/orders/8812" in body
+    assert "Authorization: Bearer ••••CRET" in body and TOKEN not in body
+    missing = client.post("/tools/preview/", tool_form()).content.decode()
+    assert "Nothing would be sent" in missing and "order_number" in missing
+    broken = client.post("/tools/preview/", tool_form(**{"$.config.headers.name": ["Host"]})).content.decode()
+    assert "preview yet" in broken and "The header Host can&#x27;t be set by a tool." in broken
+    samples = client.post("/tools/samples/", tool_form(**{"$.config.parameters": '{"properties": {"sku": {}}}'}))
+    assert b'name="$.sample.arguments.sku"' in samples.content
+    assert not HttpTool.objects.exists()
+
+
+def test_a_granted_tool_cannot_be_deleted(alice):
+    order_tool(alice)
+    agent_create(project=alice.project, name="A", config={"tools": {"http": [{"tool": "order_status"}]}})
+    client = signed_in(alice)
+    response = client.post("/tools/order_status/delete/")
+    assert response.status_code == 409 and b"remove the grant first" in response.content
+    Agent.objects.update(config={"tools": {}})
+    assert client.post("/tools/order_status/delete/").status_code == 302
+    assert not HttpTool.objects.exists()
+
+
+# --- the test panel -------------------------------------------------------------------------------------------------
+
+
+def test_panel_runs_the_draft_as_a_test_and_answers_a_client_tool(alice, fake_llm):
+    fake_llm.script("panel", [calls(("get_cart", {})), text("Two items.")])
+    agent = agent_create(
+        project=alice.project,
+        name="Front desk",
+        config={
+            "model": {"provider": "openai_compatible", "name": "script:panel"},
+            "tools": {"client": [{"name": "get_cart", "description": "The cart.", "effect": "read"}]},
+        },
+    )
+    client = signed_in(alice)
+    empty = client.post(f"/agents/{agent.pk}/panel/send/", {"message": " "}, HTTP_HX_REQUEST="true")
+    assert "input is the end user&#x27;s message: a non-empty string." in empty.content.decode()
+    response = client.post(
+        f"/agents/{agent.pk}/panel/send/", {"message": "cart?", "customer": "cust-42"}, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 200
+    run = Run.objects.get(agent=agent)
+    assert run.sandbox and not run.run_real_actions and run.version_number is None
+    session = Session.objects.get(pk=run.session_id)
+    assert session.is_test and session.end_user.external_id == "cust-42"
+    assert f'hx-get="/agents/{agent.pk}/panel/runs/{run.pk}/"' in response.content.decode()  # polls while it works
+
+    engine.run_execute(run.pk)  # what the worker does
+    turn = client.get(f"/agents/{agent.pk}/panel/runs/{run.pk}/").content.decode()
+    assert "Submit output" in turn and "hx-trigger" not in turn
+    call_id = Run.objects.get(pk=run.pk).required_action["tool_calls"][0]["call_id"]
+    answered = client.post(f"/agents/{agent.pk}/panel/runs/{run.pk}/outputs/", {f"output.{call_id}": '{"items": 2}'})
+    assert answered.status_code == 200
+    engine.run_execute(run.pk)
+    turn = client.get(f"/agents/{agent.pk}/panel/runs/{run.pk}/").content.decode()
+    assert "Two items." in turn
+    assert "items" in fake_llm.requests("panel")[-1].tool_results[0]["content"]
+
+    # The conversation goes on in the same session; New conversation starts another.
+    client.post(f"/agents/{agent.pk}/panel/send/", {"message": "and now?"}, HTTP_HX_REQUEST="true")
+    assert Run.objects.filter(session=session).count() == 2
+    client.post(f"/agents/{agent.pk}/panel/new/", HTTP_HX_REQUEST="true")
+    client.post(
+        f"/agents/{agent.pk}/panel/send/", {"message": "hello", "run_real_actions": "on"}, HTTP_HX_REQUEST="true"
+    )
+    latest = Run.objects.filter(agent=agent).order_by("-pk").first()
+    assert latest.session_id != session.pk and latest.run_real_actions and latest.end_user_id is None
+
+
+# --- runs, the desk, the egress log -------------------------------------------------------------------------------
+
+
+def test_runs_filters_and_a_runs_page(alice, fake_llm):
+    fake_llm.script("runs", [text("Hello.")])
+    agent = agent_create(
+        project=alice.project, name="A", config={"model": {"provider": "openai_compatible", "name": "script:runs"}}
+    )
+    agent_publish(agent=agent, note="")
+    run = run_create(project=alice.project, api_key=None, agent_id=agent.pk, text="hi there")
+    engine.run_execute(run.pk)
+    client = signed_in(alice)
+    body = client.get("/runs/?status=completed&sandbox=false").content.decode()
+    assert f"/runs/{run.pk}/" in body
+    assert f"/runs/{run.pk}/" not in client.get("/runs/?status=failed").content.decode()
+    bad = client.get("/runs/?created_after=soon")
+    assert bad.status_code == 422
+    assert "created_after is Unix seconds or a date" in errors_on(bad.content.decode())["f-created_after"]
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "Hello." in page and "Model round 1" in page and "Cancel run" not in page
+    queued = run_create(project=alice.project, api_key=None, agent_id=agent.pk, text="later")
+    assert "Cancel run" in client.get(f"/runs/{queued.pk}/").content.decode()
+    assert client.post(f"/runs/{queued.pk}/cancel/").status_code == 302
+    assert Run.objects.get(pk=queued.pk).status == "cancelled"
+
+
+def test_desk_closes_and_reopens_tickets_and_handoffs(alice):
+    agent = agent_create(project=alice.project, name="A")
+    session = panel_session_create(project=alice.project, agent_id=agent.pk)
+    Session.objects.filter(pk=session.pk).update(is_test=False, flagged=True, flag_reason="Threat", flag_urgency="high")
+    ticket = Ticket.objects.create(
+        project=alice.project, number=7, title="Broken", description="d", rate_key="x", session=session
+    )
+    test_ticket = Ticket.objects.create(
+        project=alice.project, number=8, title="Test one", description="d", rate_key="x", is_test=True
+    )
+    handoff = Handoff.objects.create(project=alice.project, reason_type="complaint", summary="Angry", session=session)
+    client = signed_in(alice)
+    body = client.get("/desk/").content.decode()
+    assert "TKT-7" in body and "TKT-8" not in body and "Angry" in body and "Threat" in body
+    assert f"/sessions/{session.pk}/" in body
+    assert "TKT-8" in client.get("/desk/?include_tests=true").content.decode()
+    row = client.post(f"/desk/tickets/{ticket.pk}/", {"status": "closed"}, HTTP_HX_REQUEST="true")
+    assert row.content.decode().strip().startswith(f'<tr id="ticket-{ticket.pk}">') and b"Reopen" in row.content
+    ticket.refresh_from_db()
+    assert ticket.status == "closed"
+    client.post(f"/desk/tickets/{ticket.pk}/", {"status": "open"})
+    ticket.refresh_from_db()
+    assert ticket.status == "open"
+    client.post(f"/desk/handoffs/{handoff.pk}/", {"status": "closed"})
+    handoff.refresh_from_db()
+    assert handoff.status == "closed"
+    assert client.post(f"/desk/tickets/{test_ticket.pk}/", {"status": "maybe"}).status_code == 302
+    test_ticket.refresh_from_db()
+    assert test_ticket.status == "open"
+    conversation = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert "TKT-7" in conversation and "Threat" in conversation
+
+
+def test_the_desk_chart_counts_customers_runs_only(alice):
+    agent = agent_create(project=alice.project, name="A")
+    agent_publish(agent=agent, note="")
+    client = signed_in(alice)
+    assert "No customer runs in the last 30 days" in client.get("/desk/").content.decode()
+    run_create(project=alice.project, api_key=None, agent_id=agent.pk, text="hi")
+    run_create(project=alice.project, api_key=None, agent_id=agent.pk, text="test", sandbox=True)
+    body = client.get("/desk/").content.decode()
+    assert re.search(r"<strong>1</strong> runs", body)
+    assert body.count('<rect class="runs"') == 1 and "1 runs, 0 failed" in body
+
+
+def test_egress_log_page_filters_and_hides_refused_addresses(alice):
+    EgressEvent.objects.create(
+        project=alice.project,
+        purpose="http_tool",
+        method="GET",
+        host="api.example.com",
+        path="/x",
+        resolved_address="93.184.216.34",
+        decision="allowed",
+        status=200,
+    )
+    EgressEvent.objects.create(
+        project=alice.project,
+        purpose="http_tool",
+        method="GET",
+        host="inside.example",
+        path="/y",
+        resolved_address="10.1.2.3",
+        decision="refused",
+        code="address_not_allowed",
+    )
+    client = signed_in(alice)
+    body = client.get("/egress/").content.decode()
+    assert "api.example.com" in body and "93.184.216.34" in body and "inside.example" in body
+    assert "10.1.2.3" not in body
+    refused = client.get("/egress/?decision=refused").content.decode()
+    assert "GET inside.example/y" in refused and "GET api.example.com/x" not in refused
+    assert client.get("/egress/?decision=maybe").status_code == 422
+
+
+# --- settings: secrets, signing secrets, members --------------------------------------------------------------------
+
+
+def test_secrets_are_write_only(alice):
+    client = signed_in(alice)
+    response = client.post(
+        "/settings/secrets/",
+        {"$.name": "ORDERS_TOKEN", "$.value": TOKEN, "$.allowed_hosts": "api.example.com, tools.example.com"},
+    )
+    assert response.status_code == 302
+    secret = Secret.objects.get(project=alice.project)
+    assert secret.allowed_hosts == ["api.example.com", "tools.example.com"]
+    body = client.get("/settings/secrets/").content.decode()
+    assert "••••CRET" in body and TOKEN not in body
+    refused = client.post(
+        "/settings/secrets/", {"$.name": "bad name", "$.value": TOKEN, "$.allowed_hosts": "api.example.com"}
+    )
+    assert refused.status_code == 422 and TOKEN not in refused.content.decode()
+    assert "Secret names match" in errors_on(refused.content.decode())["f-name"]
+    no_hosts = client.post("/settings/secrets/", {"$.name": "X_TOKEN", "$.value": TOKEN, "$.allowed_hosts": ""})
+    assert "allowed_hosts is required" in errors_on(no_hosts.content.decode())["f-allowed_hosts"]
+    assert client.post("/settings/secrets/ORDERS_TOKEN/delete/").status_code == 302
+    assert not Secret.objects.exists()
+
+
+def test_signing_secrets_reveal_and_rotate(alice, api):
+    client = signed_in(alice)
+    page = client.get("/settings/signing-secret/").content.decode()
+    assert "whsec_••••" in page and not re.search(r"whsec_[A-Za-z0-9+/=]{40}", page)
+    revealed = client.post("/settings/signing-secret/tool/reveal/").content.decode()
+    secret = api.get("/v1/tool_signing_secret").json()["secret"]
+    assert secret in revealed
+    rotated = client.post("/settings/signing-secret/tool/rotate/").content.decode()
+    new = api.get("/v1/tool_signing_secret").json()
+    assert new["secret"] != secret and new["secret"] in rotated and new["previous_secret_expires_at"]
+    assert client.post("/settings/signing-secret/other/reveal/").status_code == 404
+
+
+def test_members_add_someone_new_who_then_signs_in(alice):
+    client = signed_in(alice)
+    response = client.post("/settings/members/", {"$.email": "Carol@Example.com", "$.role": "member"})
+    assert response.status_code == 200
+    password = re.search(r'<code class="key" id="initial-password">([^<]+)</code>', response.content.decode()).group(1)
+    assert "no-store" in response["Cache-Control"]
+    fresh = Client()
+    assert fresh.post("/login/", {"username": "carol@example.com", "password": password}).status_code == 302
+    assert fresh.get("/agents/").status_code == 200
+    again = client.post("/settings/members/", {"$.email": "carol@example.com", "$.role": "admin"})
+    assert again.status_code == 422 and "already a member" in errors_on(again.content.decode())["f-email"]
+    bad = client.post("/settings/members/", {"$.email": "not an email", "$.role": "member"})
+    assert "Enter an email address" in errors_on(bad.content.decode())["f-email"]
+    # Someone with an account already: no new password.
+    make_tenant("dave")
+    existing = client.post("/settings/members/", {"$.email": "dave@example.com", "$.role": "admin"}).content.decode()
+    assert "already have an account" in existing and "initial-password" not in existing
+    carol = Membership.objects.get(user__email="carol@example.com")
+    assert client.post(f"/settings/members/{carol.pk}/remove/").status_code == 302
+    assert not Membership.objects.filter(pk=carol.pk).exists()
+    owner = Membership.objects.get(user=alice.user)
+    client.post(f"/settings/members/{owner.pk}/remove/")
+    assert Membership.objects.filter(pk=owner.pk).exists()  # the last owner stays
+
+
+# --- roles ----------------------------------------------------------------------------------------------------------
+
+MANAGER_ONLY = [
+    ("/settings/secrets/", {"$.name": "X_TOKEN", "$.value": "v" * 20, "$.allowed_hosts": "api.example.com"}),
+    ("/settings/secrets/ORDERS_TOKEN/delete/", {}),
+    ("/settings/signing-secret/tool/reveal/", {}),
+    ("/settings/signing-secret/tool/rotate/", {}),
+    ("/settings/signing-secret/end-user/reveal/", {}),
+    ("/settings/members/", {"$.email": "eve@example.com", "$.role": "owner"}),
+    ("/settings/api-keys/", {"kind": "secret", "name": "x"}),
+]
+
+
+def test_members_look_but_do_not_change_keys_secrets_or_members(alice):
+    secret_put(project=alice.project, name="ORDERS_TOKEN", value=TOKEN, allowed_hosts=["api.example.com"])
+    member = member_of(alice, "member", "mia@example.com")
+    for path, form in MANAGER_ONLY:
+        response = member.post(path, form)
+        assert response.status_code == 403, path
+        assert b"Only owners and admins" in response.content
+    owner = Membership.objects.get(user=alice.user)
+    assert member.post(f"/settings/members/{owner.pk}/remove/").status_code == 403
+    assert Secret.objects.count() == 1 and Membership.objects.count() == 2
+    assert not User.objects.filter(email="eve@example.com").exists()
+    for path in ("/settings/secrets/", "/settings/signing-secret/", "/settings/members/", "/settings/api-keys/"):
+        body = member.get(path).content.decode()
+        assert member.get(path).status_code == 200
+        for control in (
+            "Save secret",
+            "Reveal</button>",
+            "Rotate</button>",
+            "Add member",
+            "Create key",
+            "Remove</button>",
+        ):
+            assert control not in body, (path, control)
+    # Members do work on agents, tools and the desk.
+    assert member.post("/agents/new/", {"$.name": "By a member"}).status_code == 302
+
+
+def test_admins_manage_but_only_owners_make_owners(alice):
+    admin = member_of(alice, "admin", "ada@example.com")
+    refused = admin.post("/settings/members/", {"$.email": "eve@example.com", "$.role": "owner"})
+    assert refused.status_code == 422 or refused.status_code == 200
+    assert "Only owners can add owners." in refused.content.decode()
+    assert admin.post("/settings/members/", {"$.email": "eve@example.com", "$.role": "admin"}).status_code == 200
+    assert Membership.objects.get(user__email="eve@example.com").role == "admin"
+    assert (
+        admin.post(
+            "/settings/secrets/", {"$.name": "X_TOKEN", "$.value": "v" * 20, "$.allowed_hosts": "a.example.com"}
+        ).status_code
+        == 302
+    )
+    owner = Membership.objects.get(user=alice.user)
+    admin.post(f"/settings/members/{owner.pk}/remove/")
+    assert Membership.objects.filter(pk=owner.pk).exists()
+
+
+# --- another organization's objects ---------------------------------------------------------------------------------
+
+
+def _patterns(resolver: Any, prefix: str = "") -> list[tuple[str, URLPattern]]:
+    out = []
+    for entry in resolver.url_patterns:
+        if isinstance(entry, URLResolver):
+            out += _patterns(entry, prefix + str(entry.pattern))
+        else:
+            out.append((prefix + str(entry.pattern), entry))
+    return out
+
+
+@pytest.fixture
+def alices_things(alice: Tenant, fake_llm: Any) -> dict[str, str]:
+    """One of everything of alice's that a dashboard URL names."""
+    fake_llm.script("things", [calls(("get_cart", {})), text("ok")])
+    order_tool(alice)
+    secret_put(project=alice.project, name="ORDERS_TOKEN", value=TOKEN, allowed_hosts=["api.example.com"])
+    agent = agent_create(
+        project=alice.project,
+        name="Alice's agent",
+        config={
+            "model": {"provider": "openai_compatible", "name": "script:things"},
+            "tools": {"client": [{"name": "get_cart", "description": "The cart.", "effect": "read"}]},
+        },
+    )
+    agent_publish(agent=agent, note="")
+    session = panel_session_create(project=alice.project, agent_id=agent.pk)
+    run = run_create(
+        project=alice.project, api_key=None, agent_id=agent.pk, text="hi", session_id=session.pk, sandbox=True
+    )
+    engine.run_execute(run.pk)
+    ticket = Ticket.objects.create(project=alice.project, number=1, title="t", description="d", rate_key="x")
+    handoff = Handoff.objects.create(project=alice.project, reason_type="complaint", summary="s")
+    return {
+        "agent_id": agent.pk,
+        "number": "1",
+        "run_id": run.pk,
+        "session_id": session.pk,
+        "ticket_id": ticket.pk,
+        "handoff_id": handoff.pk,
+        "name": "ORDERS_TOKEN",
+        "membership_id": str(Membership.objects.get(user=alice.user).pk),
+        "key_id": alice.project.api_keys.first().pk,
+        "project_id": alice.project.pk,
+    }
+
+
+def test_another_organizations_objects_are_a_404_on_every_page_and_htmx_endpoint(alice, bob, alices_things):
+    """bob, signed in to his own project, tries every dashboard URL that names an object with alice's ids: each is a
+    404 (or, for the one URL that picks a project, a 404 too), never alice's data, and nothing of alice's changes."""
+    bob_agent = agent_create(project=bob.project, name="Bob's agent")
+    client = signed_in(bob)
+    assert client.get("/agents/").status_code == 200  # picks bob's project
+    before = {
+        "agent": Agent.objects.get(pk=alices_things["agent_id"]).config,
+        "tickets": list(Ticket.objects.values_list("status", flat=True)),
+        "secrets": Secret.objects.filter(project=alice.project).count(),
+    }
+    tried = set()
+    for route, pattern in _patterns(get_resolver(dashboard_urls)):
+        names = re.findall(r"<(?:\w+:)?(\w+)>|\(\?P<(\w+)>", route)
+        params = [a or b for a, b in names]
+        if not params:
+            continue
+        if "which" in params:
+            continue  # the signing secret's kind: no object of anyone's
+        kwargs = {param: alices_things[param] for param in params}
+        if pattern.name in ("tool", "tool-delete"):
+            kwargs["name"] = "order_status"
+        url = "/" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m, values=kwargs: str(values[m.group(1)]), route)
+        statuses = set()
+        for method in ("get", "post"):
+            for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+                response = getattr(client, method)(url, {}, **headers)
+                assert response.status_code in (404, 405), (url, method, response.status_code)
+                assert b"Alice" not in response.content and alices_things["run_id"].encode() not in response.content
+                statuses.add(response.status_code)
+        assert 404 in statuses, url  # the method it takes reached the lookup, and found nothing
+        tried.add(pattern.name)
+    # Alice's run on bob's own agent's panel is a 404 too.
+    mixed = f"/agents/{bob_agent.pk}/panel/runs/{alices_things['run_id']}/"
+    assert client.get(mixed).status_code == 404
+    assert client.post(mixed + "outputs/", {}).status_code == 404
+    assert tried >= {
+        "agent",
+        "agent-actions-paused",
+        "agent-publish",
+        "agent-delete",
+        "agent-versions",
+        "agent-version-restore",
+        "panel",
+        "panel-send",
+        "panel-new",
+        "panel-turn",
+        "panel-outputs",
+        "tool",
+        "tool-delete",
+        "run",
+        "run-live",
+        "run-cancel",
+        "session",
+        "ticket-update",
+        "handoff-update",
+        "secret-delete",
+        "member-remove",
+        "api-key-revoke",
+        "project-select",
+    }
+    assert Agent.objects.get(pk=alices_things["agent_id"]).config == before["agent"]
+    assert Agent.objects.get(pk=alices_things["agent_id"]).deleted_at is None
+    assert list(Ticket.objects.values_list("status", flat=True)) == before["tickets"]
+    assert Secret.objects.filter(project=alice.project).count() == before["secrets"]
+    assert Run.objects.get(pk=alices_things["run_id"]).status == "requires_action"
+    # Lists show none of alice's things.
+    for path in (
+        "/agents/",
+        "/tools/",
+        "/runs/",
+        "/desk/?include_tests=true",
+        "/egress/",
+        "/settings/secrets/",
+        "/settings/members/",
+    ):
+        body = client.get(path).content.decode()
+        assert "Alice" not in body and "alice@example.com" not in body and "<code>ORDERS_TOKEN</code>" not in body, path

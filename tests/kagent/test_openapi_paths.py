@@ -1,0 +1,39 @@
+"""Every endpoint the dashboard's pages have an API twin of is in the OpenAPI document, with its filters."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+ENDPOINTS = {
+    "/v1/runs": {"get": "runs_list", "post": "runs_create"},
+    "/v1/sessions": {"get": "sessions_list", "post": "sessions_create"},
+    "/v1/handoffs/{handoff_id}": {"get": "handoffs_retrieve", "patch": "handoffs_update"},
+    "/v1/tools/{name}/preview": {"post": "tools_preview"},
+    "/v1/tools/{name}/test": {"post": "tools_test"},
+    "/v1/tool_drafts/preview": {"post": "tool_drafts_preview"},
+    "/v1/tool_drafts/test": {"post": "tool_drafts_test"},
+    "/v1/egress_events": {"get": "egress_events_list"},
+    "/v1/agents/{agent_id}/versions/{number}/diff/{other}": {"get": "agents_versions_diff"},
+    "/v1/agents/{agent_id}/versions/{number}/restore": {"post": "agents_versions_restore"},
+}
+
+
+@pytest.mark.django_db
+def test_new_endpoints_are_documented(client):
+    doc = json.loads(client.get("/v1/openapi.json").content)
+    for path, operations in ENDPOINTS.items():
+        assert path in doc["paths"], path
+        for method, operation_id in operations.items():
+            assert doc["paths"][path][method]["operationId"] == operation_id, (path, method)
+    run_filters = {p["name"] for p in doc["paths"]["/v1/runs"]["get"]["parameters"]}
+    assert {"agent", "status", "end_user", "created_after", "created_before", "sandbox"} <= run_filters
+    session_filters = {p["name"] for p in doc["paths"]["/v1/sessions"]["get"]["parameters"]}
+    assert {"agent", "status", "flagged", "end_user", "created_after", "created_before"} <= session_filters
+    assert {p["name"] for p in doc["paths"]["/v1/egress_events"]["get"]["parameters"]} >= {"decision"}
+    schemas = doc["components"]["schemas"]
+    for name in ("EgressEvent", "ToolPreview", "ToolTestCall", "AgentVersionDiff"):
+        assert name in schemas, name
+    preview_body = doc["paths"]["/v1/tool_drafts/preview"]["post"]["requestBody"]["content"]["application/json"]
+    assert "tool" in preview_body["schema"]["required"]
