@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 ChangeKind = Literal["added", "removed", "changed"]
+# linear: anchored, one class
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 _NAME_KEYS = ("tool", "name")
 

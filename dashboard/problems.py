@@ -16,6 +16,7 @@ FORM = "$"  # a problem no field owns: shown at the top of the form
 
 def field_id(path: str) -> str:
     """The HTML id of the field that fills `path` (`$.tools.max_tool_rounds` -> `f-tools-max_tool_rounds`)."""
+    # linear: one class, repeated
     return "f" + re.sub(r"[^A-Za-z0-9_]+", "-", path.removeprefix("$")).rstrip("-")
 
 

@@ -83,6 +83,13 @@ REVIEWED: dict[str, str] = {
     r"-?\d+(?:\.\d+)?": "digits taken whole; the fraction starts on a literal dot",
     r"[\s,;:!?()\"']+": "one class, repeated",
     r"\bTKT-(\d+)\b": "a literal, then one digit run (backtracking stays in that run)",
+    # the API's query parameters and the dashboard
+    r"[0-9]{1,12}": "one class, at most 12 characters",
+    r"^[A-Za-z_][A-Za-z0-9_\-]*$": "anchored, one class",
+    r"[\s,]+": "one class, repeated",
+    r"[^A-Za-z0-9_]+": "one class, repeated",
+    r"^settings/signing-secret/(?P<which>tool|end-user)/reveal/$": "anchored literals and a fixed choice",
+    r"^settings/signing-secret/(?P<which>tool|end-user)/rotate/$": "anchored literals and a fixed choice",
     # agents/knowledge
     r"^ {0,3}(={3,}|-{3,})[ \t]*$": "anchored; the underline's class and the trailing blanks' class don't overlap",
     r"^ {0,3}(```|~~~)": "anchored, a bounded run of spaces and a fixed literal",

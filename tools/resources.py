@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from kagent.openapi import component
 from kagent.rendering import Const, Field, Resource, Timestamp
-from kagent.resources import address_shown
 from tools.http_call import HttpCallOutcome
 from tools.models import HttpTool
 from tools.services import ToolPreview
@@ -77,15 +73,6 @@ TOOL_PREVIEW: Resource[ToolPreview] = Resource(
 )
 
 
-def upstream_shown(step: Mapping[str, Any]) -> dict[str, Any]:
-    """What the run steps record of an HTTP tool call, as the tenant sees it: the address only where the deny list
-    let the call through."""
-    shown = dict(step)
-    if "resolved_address" in shown:
-        shown["resolved_address"] = address_shown(str(shown.get("error_code") or ""), str(shown["resolved_address"]))
-    return shown
-
-
 TOOL_TEST_CALL: Resource[HttpCallOutcome] = Resource(
     "ToolTestCall",
     {
@@ -111,11 +98,10 @@ TOOL_TEST_CALL: Resource[HttpCallOutcome] = Resource(
                     "status": {"type": ["integer", "null"]},
                     "body_excerpt": {"type": "string"},
                     "duration_ms": {"type": "integer"},
-                    "resolved_address": _NULLABLE_STRING,
                     "error_code": {"type": "string"},
                 },
             },
-            lambda outcome: upstream_shown(outcome.step),
+            "step",
         ),
     },
     description="A live call through the hardened client, signed like a run's call; it appears in the egress log.",

@@ -27,7 +27,6 @@ from runs import selectors, services
 from runs.apis import RUN_CREATE, SUBMIT_TOOL_OUTPUTS, render_step
 from runs.identity import EndUserClaim
 from runs.models import Run, Session
-from tools.resources import upstream_shown
 
 # Built-ins whose real effect in a sandbox run is a test object: say so next to the call.
 TEST_OBJECTS = {"create_ticket": "test ticket", "transfer_to_human": "test handoff", "flag_conversation": "test flag"}
@@ -47,15 +46,13 @@ def _save_state(request: HttpRequest, agent: Agent, state: dict[str, Any]) -> No
 
 
 def step_views(run: Run) -> list[dict[str, Any]]:
-    """A run's steps as the steps API renders them (the upstream address only where the deny list let the call
-    through), with what the test panel adds: which successful calls made test objects."""
+    """A run's steps as the steps API renders them, with what the test panel adds: which successful calls made test
+    objects."""
     views = []
     for step in selectors.run_timeline(run=run):
         rendered = render_step(step)
         call = rendered.get("tool_call")
         if call is not None:
-            if call.get("upstream"):
-                call["upstream"] = upstream_shown(call["upstream"])
             if run.sandbox and not call["simulated"] and call["status"] == "succeeded":
                 rendered["test_object"] = TEST_OBJECTS.get(call["name"] or "", "")
         views.append(rendered)
