@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 
+from kagent import throttle
+from kagent.clients import client_address
 from kagent.models import ApiKey
 
 
@@ -15,7 +19,41 @@ class EmailLoginForm(AuthenticationForm):
         # Emails are stored lowercased (UserManager.create_user); "Alice@Example.com" is the same user.
         return str(self.cleaned_data["username"]).strip().lower()
 
+    def clean(self) -> dict[str, Any]:
+        """Sign-in throttled per account and per address (KAGENT_SIGNIN_FAILURES failures in 15 minutes), with the
+        same answer whether the account exists or not; the password isn't even checked while throttled."""
+        email = str(self.cleaned_data.get("username") or "")
+        address = client_address(self.request) if self.request is not None else ""
+        wait = throttle.signin_wait(email, address)
+        if wait is not None:
+            minutes = max(1, round(wait / 60))
+            raise forms.ValidationError(
+                f"Too many failed sign-ins. Try again in {minutes} minute{'s' if minutes != 1 else ''}.",
+                code="throttled",
+            )
+        try:
+            cleaned = super().clean()
+        except forms.ValidationError:
+            throttle.signin_failed(email, address)
+            raise
+        throttle.signin_succeeded(email)
+        return cleaned
+
 
 class ApiKeyCreateForm(forms.Form):
     kind = forms.ChoiceField(choices=ApiKey.Kind.choices, initial=ApiKey.Kind.SECRET)
     name = forms.CharField(max_length=200, required=False)
+
+
+class RequestLimitsForm(forms.Form):
+    """The project's own limits a minute; empty: the default (shown as the placeholder)."""
+
+    api_rate_secret = forms.IntegerField(
+        label="Requests a minute per secret key", required=False, min_value=1, max_value=1_000_000
+    )
+    api_rate_publishable = forms.IntegerField(
+        label="Requests a minute per publishable key", required=False, min_value=1, max_value=1_000_000
+    )
+    run_rate_publishable = forms.IntegerField(
+        label="Runs started a minute per publishable key", required=False, min_value=1, max_value=1_000_000
+    )

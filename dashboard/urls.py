@@ -51,6 +51,7 @@ urlpatterns = [
     path("settings/", views.settings_home, name="settings"),
     path("settings/api-keys/", views.api_keys, name="api-keys"),
     path("settings/api-keys/<str:key_id>/revoke/", views.api_key_revoke, name="api-key-revoke"),
+    path("settings/request-limits/", views.request_limits, name="request-limits"),
     path("settings/secrets/", settings.secret_list, name="secrets"),
     path("settings/secrets/<str:name>/delete/", settings.secret_delete, name="secret-delete"),
     path("settings/signing-secret/", settings.signing_secret, name="signing-secret"),

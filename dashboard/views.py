@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth import logout
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
@@ -11,7 +12,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from dashboard.access import SESSION_KEY, MemberRequest, manager_required, project_required, signed_in_user
-from dashboard.forms import ApiKeyCreateForm, EmailLoginForm
+from dashboard.forms import ApiKeyCreateForm, EmailLoginForm, RequestLimitsForm
 from kagent import services
 from kagent.errors import NotFound
 from kagent.selectors import api_key_list, membership_for_project, project_list_for_user
@@ -72,12 +73,43 @@ def api_keys(request: MemberRequest) -> HttpResponse:
                 name=form.cleaned_data["name"],
             )
             form = ApiKeyCreateForm()
+    return _api_keys_page(request, form, created_key, None)
+
+
+def _api_keys_page(
+    request: MemberRequest, form: ApiKeyCreateForm, created_key: str | None, limits: RequestLimitsForm | None
+) -> HttpResponse:
+    project = request.project
     context = {
-        "keys": api_key_list(project=request.project),
+        "keys": api_key_list(project=project),
         "form": form,
         "created_key": created_key,
+        "limits": limits
+        or RequestLimitsForm(
+            initial={
+                "api_rate_secret": project.api_rate_secret,
+                "api_rate_publishable": project.api_rate_publishable,
+                "run_rate_publishable": project.run_rate_publishable,
+            }
+        ),
+        "limit_defaults": {
+            "api_rate_secret": settings.KAGENT_API_RATE_SECRET,
+            "api_rate_publishable": settings.KAGENT_API_RATE_PUBLISHABLE,
+            "run_rate_publishable": settings.KAGENT_RUN_RATE_PUBLISHABLE,
+        },
     }
     return render(request, "dashboard/api_keys.html", context)
+
+
+@project_required
+@require_POST
+def request_limits(request: MemberRequest) -> HttpResponse:
+    manager_required(request)
+    form = RequestLimitsForm(request.POST)
+    if form.is_valid():
+        services.project_limits_update(project=request.project, **form.cleaned_data)
+        return redirect("dashboard:api-keys")
+    return _api_keys_page(request, ApiKeyCreateForm(), None, form)
 
 
 @project_required

@@ -16,6 +16,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from kagent import throttle
 from kagent.auth import NOT_AUTHENTICATED, PUBLISHABLE_REFUSED, KeyRefused, api_key_from_header
 from kagent.converters import ID_PATTERN
 from kagent.errors import ApiError, Unprocessable, error_body
@@ -39,6 +40,10 @@ class ProjectApi(APIView):
     """
 
     publishable_allowed = False
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)  # authentication, permissions
+        throttle.api_request(self.api_key)
 
     @property
     def project(self) -> Project:
@@ -115,6 +120,7 @@ def lean_post(
             return response
         if not (key.is_secret or publishable_allowed):
             raise ApiError("publishable_key_not_allowed", PUBLISHABLE_REFUSED, status=403)
+        throttle.api_request(key)
         accept = request.META.get("HTTP_ACCEPT", "")
         if accept and not any(kind in accept for kind in _ACCEPTS_JSON):
             raise ApiError("not_acceptable", "Could not satisfy the request Accept header.", status=406)
@@ -130,7 +136,10 @@ def lean_post(
         body, status = handle(key, data)
         return json_response(body, status)
     except ApiError as exc:
-        return json_response(error_body(exc.code, exc.message, exc.details), exc.status)
+        response = json_response(error_body(exc.code, exc.message, exc.details), exc.status)
+        for name, value in exc.headers.items():
+            response[name] = value
+        return response
     except RequestDataTooBig:
         return json_response(error_body("request_too_large", "The request body is too large."), 413)
     except Exception:

@@ -24,13 +24,22 @@ class ApiError(Exception):
 
     status = 400
 
-    def __init__(self, code: str, message: str, *, status: int | None = None, details: Any = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        status: int | None = None,
+        details: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         if status is not None:
             self.status = status
         self.details = details
+        self.headers = dict(headers or {})
 
 
 class NotFound(ApiError):
@@ -90,6 +99,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     headers: dict[str, str] = {}
     if isinstance(exc, ApiError):
         status, code, message, details = exc.status, exc.code, exc.message, exc.details
+        headers.update(exc.headers)
     elif isinstance(exc, drf.ValidationError):
         status, code, message = 422, "invalid_request", "The request is not valid."
         details = _flatten_validation(exc.detail)

@@ -63,6 +63,10 @@ class Project(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="projects")
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(default=timezone.now)
+    # The project's own request limits (per minute; null: the defaults in settings, KAGENT_API_RATE_*).
+    api_rate_secret = models.PositiveIntegerField(null=True, blank=True)
+    api_rate_publishable = models.PositiveIntegerField(null=True, blank=True)
+    run_rate_publishable = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["organization", "name"], name="project_name_unique_in_org")]

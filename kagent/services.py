@@ -129,3 +129,22 @@ def member_remove(*, organization: Organization, membership_id: int, removed_by:
             if owners <= 1:
                 raise _member_problem("last_owner", "An organization keeps at least one owner.", "$", status=409)
         membership.delete()
+
+
+def project_limits_update(
+    *,
+    project: Project,
+    api_rate_secret: int | None,
+    api_rate_publishable: int | None,
+    run_rate_publishable: int | None,
+) -> Project:
+    """The project's own request limits a minute (None: the defaults of the settings)."""
+    values = {
+        "api_rate_secret": api_rate_secret,
+        "api_rate_publishable": api_rate_publishable,
+        "run_rate_publishable": run_rate_publishable,
+    }
+    Project.objects.filter(pk=project.pk).update(**values)
+    for name, value in values.items():
+        setattr(project, name, value)
+    return project

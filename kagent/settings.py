@@ -214,6 +214,17 @@ KAGENT_OWN_HOSTS = [
     if item.strip()
 ]
 
+# --- Who is calling, and how often they may ------------------------------------------------------
+# Proxies (CIDRs) whose X-Forwarded-For is believed: the client's address is the first one, from the right, that
+# isn't one of them. Empty (the default): REMOTE_ADDR is the client, and X-Forwarded-For is ignored.
+KAGENT_TRUSTED_PROXIES = [n for n in os.environ.get("KAGENT_TRUSTED_PROXIES", "").replace(",", " ").split()]
+# API requests per API key per minute (a project can set its own); run creation per publishable key per minute
+# (each run spends on the model); dashboard sign-in failures allowed per account and per address in 15 minutes.
+KAGENT_API_RATE_SECRET = int(os.environ.get("KAGENT_API_RATE_SECRET", "1200"))
+KAGENT_API_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_API_RATE_PUBLISHABLE", "300"))
+KAGENT_RUN_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_RUN_RATE_PUBLISHABLE", "60"))
+KAGENT_SIGNIN_FAILURES = int(os.environ.get("KAGENT_SIGNIN_FAILURES", "10"))
+
 # --- i18n, static ----------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -38,10 +38,22 @@ def execute(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any,
 
 _API_KEY_SQL = """
 SELECT key.id, key.kind, key.name, key.hint, key.created_at, key.last_used_at, key.revoked_at,
-    project.id, project.organization_id, project.name, project.created_at
+    project.id, project.organization_id, project.name, project.created_at, project.api_rate_secret,
+    project.api_rate_publishable, project.run_rate_publishable
 FROM kagent_apikey AS key JOIN kagent_project AS project ON project.id = key.project_id
 WHERE key.digest = %(digest)s
 """
+
+
+_PROJECT_FIELDS = (
+    "id",
+    "organization_id",
+    "name",
+    "created_at",
+    "api_rate_secret",
+    "api_rate_publishable",
+    "run_rate_publishable",
+)
 
 
 def api_key_by_digest(digest: str) -> ApiKey | None:
@@ -51,10 +63,8 @@ def api_key_by_digest(digest: str) -> ApiKey | None:
     rows = execute(_API_KEY_SQL, {"digest": digest})
     if not rows:
         return None
-    key_id, kind, name, hint, created_at, last_used_at, revoked_at, project_id, org_id, project_name, project_at = rows[
-        0
-    ]
-    project = Project(id=project_id, organization_id=org_id, name=project_name, created_at=project_at)
+    (key_id, kind, name, hint, created_at, last_used_at, revoked_at, *project_values) = rows[0]
+    project = Project(**dict(zip(_PROJECT_FIELDS, project_values, strict=True)))
     key = ApiKey(
         id=key_id,
         project=project,

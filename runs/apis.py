@@ -14,7 +14,9 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from kagent import throttle
 from kagent.api import ProjectApi, lean_post, paginate, param_bool, param_choice, param_text, param_time
+from kagent.clients import client_address
 from kagent.errors import Unprocessable
 from kagent.inputs import Input
 from kagent.models import ApiKey
@@ -73,6 +75,17 @@ METADATA = {
 }
 
 
+TOKEN_HEADER = "X-End-User-Token"
+
+
+def end_user_token(request: Request) -> str | None:
+    """A verified end user's token on a read or an answer with a publishable key: the `X-End-User-Token` header,
+    else the `end_user_token` query parameter (a session or run of a verified end user is a 404 to a publishable
+    key without it)."""
+    token = request.headers.get(TOKEN_HEADER) or request.query_params.get("end_user_token")
+    return token.strip() if isinstance(token, str) and token.strip() else None
+
+
 def _end_user(value: dict[str, Any] | None) -> EndUserClaim | None:
     if value is None:
         return None
@@ -128,7 +141,9 @@ class SessionDetailApi(ProjectApi):
 
     @extend_schema(operation_id="sessions_retrieve", responses={200: SESSION.ref})
     def get(self, request: Request, session_id: str) -> Response:
-        session = selectors.session_get(project=self.project, session_id=session_id, key=self.api_key)
+        session = selectors.session_get(
+            project=self.project, session_id=session_id, key=self.api_key, end_user_token=end_user_token(request)
+        )
         return Response(SESSION.render(session))
 
 
@@ -137,7 +152,9 @@ class SessionMessagesApi(ProjectApi):
 
     @extend_schema(operation_id="sessions_messages_list", responses=list_of(MESSAGE.ref))
     def get(self, request: Request, session_id: str) -> Response:
-        session = selectors.session_get(project=self.project, session_id=session_id, key=self.api_key)
+        session = selectors.session_get(
+            project=self.project, session_id=session_id, key=self.api_key, end_user_token=end_user_token(request)
+        )
         return Response(paginate(request, selectors.session_messages(session=session), MESSAGE.render))
 
 
@@ -264,6 +281,7 @@ class RunCreateApi(ProjectApi):
     @staticmethod
     def create(request: HttpRequest, key: ApiKey, data: Any) -> tuple[dict[str, Any], int]:
         body = RUN_CREATE.parse(data)
+        throttle.run_start(key)
         sandbox, run_real_actions = _sandbox(body)
         run = services.run_create(
             project=key.project,
@@ -279,7 +297,7 @@ class RunCreateApi(ProjectApi):
             metadata=body.metadata,
             sandbox=sandbox,
             run_real_actions=run_real_actions,
-            client_ip=request.META.get("REMOTE_ADDR", ""),
+            client_ip=client_address(request),
         )
         if body.wait:
             deadline = time.monotonic() + body.wait
@@ -297,7 +315,9 @@ class RunDetailApi(ProjectApi):
 
     @extend_schema(operation_id="runs_retrieve", responses={200: RUN.ref})
     def get(self, request: Request, run_id: str) -> Response:
-        run = selectors.run_get(project=self.project, run_id=run_id, key=self.api_key)
+        run = selectors.run_get(
+            project=self.project, run_id=run_id, key=self.api_key, end_user_token=end_user_token(request)
+        )
         services.run_expire_if_due(run=run)
         return Response(_deliver(run))
 
@@ -306,7 +326,9 @@ class RunStepsApi(ProjectApi):
     # Steps hold upstream statuses and bodies: for the business's server, not for browsers.
     @extend_schema(operation_id="runs_steps_list", responses=list_of(RUN_STEP))
     def get(self, request: Request, run_id: str) -> Response:
-        run = selectors.run_get(project=self.project, run_id=run_id, key=self.api_key)
+        run = selectors.run_get(
+            project=self.project, run_id=run_id, key=self.api_key, end_user_token=end_user_token(request)
+        )
         return Response({"data": [render_step(step) for step in selectors.run_timeline(run=run)], "next": None})
 
 
@@ -318,6 +340,7 @@ def render_step(step: RunStep | ToolCall) -> dict[str, Any]:
 @dataclass(frozen=True)
 class SubmitToolOutputs:
     tool_outputs: list[dict[str, Any]]
+    end_user_token: str | None
 
 
 SUBMIT_TOOL_OUTPUTS = Input(
@@ -328,7 +351,6 @@ SUBMIT_TOOL_OUTPUTS = Input(
         "properties": {
             "tool_outputs": {
                 "type": "array",
-                "minItems": 1,
                 "items": {
                     "type": "object",
                     "additionalProperties": False,
@@ -346,7 +368,12 @@ SUBMIT_TOOL_OUTPUTS = Input(
                     "items/properties/call_id": "call_id is the string id of an open tool call.",
                     "items/properties/is_error": "is_error is true or false.",
                 },
-            }
+            },
+            "end_user_token": {
+                "type": "string",
+                "description": "a verified end user's token, when a publishable key answers that user's run (or "
+                "the X-End-User-Token header)",
+            },
         },
     },
     SubmitToolOutputs,
@@ -358,8 +385,9 @@ class RunSubmitToolOutputsApi(ProjectApi):
 
     @extend_schema(operation_id="runs_submit_tool_outputs", request=SUBMIT_TOOL_OUTPUTS.body, responses={200: RUN.ref})
     def post(self, request: Request, run_id: str) -> Response:
-        run = selectors.run_get(project=self.project, run_id=run_id, key=self.api_key)
         body = SUBMIT_TOOL_OUTPUTS.parse(request.data)
+        token = end_user_token(request) or body.end_user_token
+        run = selectors.run_get(project=self.project, run_id=run_id, key=self.api_key, end_user_token=token)
         outputs = [
             services.ToolOutput(item["call_id"], item.get("output"), bool(item.get("is_error")))
             for item in body.tool_outputs
@@ -372,7 +400,9 @@ class RunCancelApi(ProjectApi):
 
     @extend_schema(operation_id="runs_cancel", request=None, responses={200: RUN.ref})
     def post(self, request: Request, run_id: str) -> Response:
-        run = selectors.run_get(project=self.project, run_id=run_id, key=self.api_key)
+        run = selectors.run_get(
+            project=self.project, run_id=run_id, key=self.api_key, end_user_token=end_user_token(request)
+        )
         return Response(_deliver(services.run_cancel(run=run, reason="requested")))
 
 
@@ -535,7 +565,12 @@ class RunListCreateApi(RunCreateApi):
         "rendered as its detail is, and its content deleted the same way once returned.",
     )
     def get(self, request: Request) -> Response:
-        runs = selectors.run_list(project=self.project, key=self.api_key, **run_filters(request.query_params))
+        runs = selectors.run_list(
+            project=self.project,
+            key=self.api_key,
+            end_user_token=end_user_token(request),
+            **run_filters(request.query_params),
+        )
         return Response(paginate(request, runs, _deliver))
 
 
@@ -550,6 +585,9 @@ class SessionListCreateApi(SessionCreateApi):
     )
     def get(self, request: Request) -> Response:
         sessions = selectors.session_list(
-            project=self.project, key=self.api_key, **session_filters(request.query_params)
+            project=self.project,
+            key=self.api_key,
+            end_user_token=end_user_token(request),
+            **session_filters(request.query_params),
         )
         return Response(paginate(request, sessions, SESSION.render))

@@ -29,6 +29,7 @@ from kagent.secrets import secret_resolve, signing_secrets_for_calls
 from runs import providers, store, transitions, truth
 from runs.builtin_tools import builtin_execute
 from runs.lease import KEEPER, lease
+from runs.limits import bucket_held
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
 from runs.models import Handoff, Run, RunStep, Ticket, ToolCall
 from tools.http_call import http_tool_call
@@ -279,32 +280,23 @@ class Engine:
             for arguments in [parse_arguments(request.arguments)[0]]
         ]
         undecided = list(calls)
-        decided = self._decide_first(calls, response.tool_calls[0], round_number) if calls else False
         self.transcript.append(Message(role="assistant", content=response.text, tool_calls=tuple(response.tool_calls)))
         transcript, lease_until = self._transcript_json(), timezone.now() + lease()
-        fence = store.record_round(
-            self.run,
-            held_by=self.claim,
-            rounds=round_number,
-            transcript=transcript,
-            lease_until=lease_until,
-            step=step,
-            calls=calls,
-        )
-        if not self._fenced(fence):
-            # A cancel arrived: the round is still recorded (what the model said is part of the run), undecided.
-            calls, decided = undecided, False
-            fence = store.record_round(
-                self.run,
-                held_by=self.claim,
-                rounds=round_number,
-                transcript=transcript,
-                lease_until=lease_until,
-                step=step,
-                calls=calls,
-                despite_cancel=True,
-            )
-            self._fenced(fence)
+        write: dict[str, Any] = {
+            "rounds": round_number,
+            "transcript": transcript,
+            "lease_until": lease_until,
+            "step": step,
+        }
+        # The first call's check and the write that counts it hold the per-user limits' bucket (runs/limits.py).
+        with bucket_held(self.run.project_id, self.run.rate_key):
+            decided = self._decide_first(calls, response.tool_calls[0], round_number) if calls else False
+            fence = store.record_round(self.run, held_by=self.claim, calls=calls, **write)
+            if not self._fenced(fence):
+                # A cancel arrived: the round is still recorded (what the model said is part of the run), undecided.
+                calls, decided = undecided, False
+                fence = store.record_round(self.run, held_by=self.claim, calls=calls, despite_cancel=True, **write)
+                self._fenced(fence)
         store.crash_point("round")
         if decided and calls[0].status == ToolCall.Status.RUNNING:
             self.unsent.add(calls[0].pk)
@@ -477,27 +469,31 @@ class Engine:
         return False
 
     def _check_and_run(self, call: ToolCall, request: ToolCallRequest, round_number: int) -> None:
-        """A call of the round not decided yet: the policy check now, then what it leads to."""
+        """A call of the round not decided yet: the policy check now, then what it leads to. The check and the
+        write that counts against the per-user limits hold the bucket (runs/limits.py); the call is sent after."""
         if not self.fresh:
             self.heartbeat()  # step 6 of the policy check needs to know about a cancel now
-        decision = self._decide(call, request, round_number)
-        if self._outcome_without_side_effects(call, decision):
-            if call.status == ToolCall.Status.RUNNING:
-                if not self._mark_running(call):
-                    self._check_and_run(call, request, round_number)  # a cancel arrived: refused as cancelled
-                    return
-                self._send_http(call, self._spec(call))
+        with bucket_held(self.run.project_id, self.run.rate_key):
+            decision = self._decide(call, request, round_number)
+            if not self._outcome_without_side_effects(call, decision):
+                builtin_execute(
+                    run=self.run,
+                    call=call,
+                    name=decision.name,
+                    arguments=decision.arguments,
+                    fields=self._decision_fields(call),
+                )
+                self.fresh = False
                 return
-            self._record(call)
+            if call.status != ToolCall.Status.RUNNING:
+                self._record(call)
+                return
+            marked = self._mark_running(call)
+        if not marked:
+            self._check_and_run(call, request, round_number)  # a cancel arrived: refused as cancelled
             return
-        builtin_execute(
-            run=self.run,
-            call=call,
-            name=decision.name,
-            arguments=decision.arguments,
-            fields=self._decision_fields(call),
-        )
-        self.fresh = False
+        store.crash_point("running")
+        self._send_http(call, self._spec(call))
 
     def _spec(self, call: ToolCall) -> ToolSpec:
         spec = next(s for s in self.tool_set if s.name == call.name)
@@ -532,7 +528,6 @@ class Engine:
         if not self._fenced(fence):
             call.status = ToolCall.Status.PENDING
             return False
-        store.crash_point("running")
         call.status = ToolCall.Status.RUNNING
         return True
 

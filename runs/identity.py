@@ -126,6 +126,15 @@ def _verify_token(project: Project, token: Any) -> tuple[str, dict[str, Any] | N
     raise Unprocessable("invalid_end_user_token", f"The end_user_token is not valid: {last_error}.")
 
 
+def token_external_id(project: Project, token: str) -> str | None:
+    """The end user a valid `end_user_token` names, or None (expired, forged, for another project…)."""
+    try:
+        external_id, _ = _verify_token(project, token)
+    except Unprocessable:
+        return None
+    return external_id
+
+
 def identity_resolve(
     *, project: Project, api_key: ApiKey | None, end_user: EndUserClaim | None, end_user_token: str | None
 ) -> Identity:

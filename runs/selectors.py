@@ -1,5 +1,7 @@
 """Reads for sessions, runs and the desk. Every read takes the project; a publishable key (`key`) sees only what it
-created, while the project's secret key and its dashboard (`key=None`) see all of the project's."""
+created, while the project's secret key and its dashboard (`key=None`) see all of the project's. A publishable key
+reads a verified end user's session or run only with that user's `end_user_token` (else it is a 404: a browser
+that holds the key but not the user's token learns nothing)."""
 
 from __future__ import annotations
 
@@ -13,19 +15,47 @@ from django.db.models.functions import TruncDate
 from kagent.errors import NotFound
 from kagent.models import ApiKey, Project
 from kagent.selectors import filter_given
-from runs.models import Handoff, Message, Run, RunStep, Session, Ticket, ToolCall
+from runs.identity import token_external_id
+from runs.models import EndUser, Handoff, Message, Run, RunStep, Session, Ticket, ToolCall
 
 M = TypeVar("M", bound=Model)
 
 
-def _visible(queryset: QuerySet[M], key: ApiKey | None) -> QuerySet[M]:
-    return queryset if key is None or key.is_secret else queryset.filter(created_by_key=key)
+def _visible(
+    queryset: QuerySet[M], key: ApiKey | None, project: Project | None = None, end_user_token: str | None = None
+) -> QuerySet[M]:
+    """What `key` may see of a queryset of sessions or runs: everything for a secret key or the dashboard; for a
+    publishable key what it created, and of that a verified end user's only with their token."""
+    if key is None or key.is_secret:
+        return queryset
+    mine = queryset.filter(created_by_key=key)
+    subject = token_external_id(project, end_user_token) if project is not None and end_user_token else None
+    anonymous = Q(end_user__isnull=True)
+    return mine.filter(anonymous | Q(end_user__external_id=subject)) if subject is not None else mine.filter(anonymous)
 
 
-def session_get(*, project: Project, session_id: str, key: ApiKey | None = None) -> Session:
-    sessions = _visible(Session.objects.filter(project=project, pk=session_id), key)
+def _token_proves(project: Project, key: ApiKey | None, end_user: EndUser | None, token: str | None) -> bool:
+    """Whether the caller may see an object of `end_user`: always with a secret key or the dashboard, and for a
+    publishable key only with a valid token of that very user."""
+    if key is None or key.is_secret or end_user is None:
+        return True
+    return token is not None and token_external_id(project, token) == end_user.external_id
+
+
+def session_get(
+    *,
+    project: Project,
+    session_id: str,
+    key: ApiKey | None = None,
+    end_user_token: str | None = None,
+    check_end_user: bool = True,
+) -> Session:
+    """`check_end_user=False` is for run creation, which checks the token itself and says what is wrong."""
+    sessions = Session.objects.filter(project=project, pk=session_id)
+    if key is not None and not key.is_secret:
+        sessions = sessions.filter(created_by_key=key)
     session = sessions.select_related("end_user").first()
-    if session is None:
+    if session is None or (check_end_user and not _token_proves(project, key, session.end_user, end_user_token)):
         raise NotFound("No session with that id in this project.")
     return session
 
@@ -34,9 +64,12 @@ def session_messages(*, session: Session) -> QuerySet[Message]:
     return Message.objects.filter(session=session, project_id=session.project_id)
 
 
-def run_get(*, project: Project, run_id: str, key: ApiKey | None = None) -> Run:
-    run = _visible(Run.objects.filter(project=project, pk=run_id), key).first()
-    if run is None:
+def run_get(*, project: Project, run_id: str, key: ApiKey | None = None, end_user_token: str | None = None) -> Run:
+    runs = Run.objects.filter(project=project, pk=run_id)
+    if key is not None and not key.is_secret:
+        runs = runs.filter(created_by_key=key)
+    run = runs.select_related("end_user").first()
+    if run is None or not _token_proves(project, key, run.end_user, end_user_token):
         raise NotFound("No run with that id in this project.")
     return run
 
@@ -78,6 +111,7 @@ def run_list(
     *,
     project: Project,
     key: ApiKey | None = None,
+    end_user_token: str | None = None,
     agent_id: str | None = None,
     status: str | None = None,
     end_user: str | None = None,
@@ -89,7 +123,7 @@ def run_list(
     """The project's runs (a publishable key: only its own), filtered. `end_user` is the end user's external id;
     `sandbox` None: test-panel runs and customers' runs alike."""
     return filter_given(
-        _visible(Run.objects.filter(project=project), key).select_related("agent", "end_user"),
+        _visible(Run.objects.filter(project=project), key, project, end_user_token).select_related("agent", "end_user"),
         agent_id=agent_id,
         status=status,
         end_user__external_id=end_user,
@@ -107,6 +141,7 @@ def session_list(
     *,
     project: Project,
     key: ApiKey | None = None,
+    end_user_token: str | None = None,
     agent_id: str | None = None,
     status: str | None = None,
     flagged: bool | None = None,
@@ -119,7 +154,7 @@ def session_list(
     nothing closes a session yet, so `closed` matches none. Test-panel sessions only with `include_tests`."""
     open_handoff = Handoff.objects.filter(session=OuterRef("pk"), status=Handoff.Status.OPEN)
     sessions = (
-        _visible(Session.objects.filter(project=project), key)
+        _visible(Session.objects.filter(project=project), key, project, end_user_token)
         .select_related("agent", "end_user")
         .annotate(has_open_handoff=Exists(open_handoff))
     )

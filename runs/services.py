@@ -62,7 +62,7 @@ def session_create(
 def _session_for_run(
     project: Project, api_key: ApiKey | None, session_id: str, agent: Agent, identity: Identity
 ) -> Session:
-    session = session_get(project=project, session_id=session_id, key=api_key)
+    session = session_get(project=project, session_id=session_id, key=api_key, check_end_user=False)
     if session.agent_id != agent.pk:
         raise Unprocessable("session_agent_mismatch", "This session belongs to another agent.")
     if session.end_user_id is not None:

@@ -85,7 +85,7 @@ def test_client_tool_pauses_and_resumes(h):
 @pytest.mark.parametrize(
     ("outputs", "code"),
     [
-        ([], "invalid_request"),
+        ([], "tool_outputs_incomplete"),  # an empty list is a list that is incomplete (SPEC §4)
         ([{"call_id": "call_nope", "output": {}}], "unknown_call_id"),
         ("CALL,CALL", "duplicate_call_id"),
         ([{"output": {}}], "invalid_request"),

@@ -1,0 +1,117 @@
+"""Request limits, counted in the configured cache (Redis in production, the file cache on a laptop): how many
+requests an API key may make a minute, how many runs a publishable key may start, how many failed sign-ins an
+account or an address may have. Fixed windows: at most `limit` in each window, a refusal says when the next
+window starts (`Retry-After`)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+
+from django.conf import settings
+from django.core.cache import cache
+
+from kagent.errors import ApiError
+from kagent.models import ApiKey
+
+MINUTE = 60
+
+
+class RateLimited(ApiError):
+    """429 `rate_limited`, with how long to wait."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(
+            "rate_limited",
+            message,
+            status=429,
+            details={"retry_after": retry_after},
+            headers={"Retry-After": str(retry_after)},
+        )
+        self.retry_after = retry_after
+
+
+def _window(key: str, window_s: int, now: float) -> tuple[str, float]:
+    start = math.floor(now / window_s) * window_s
+    return f"kagent:limit:{key}:{int(start)}", start + window_s
+
+
+def count(key: str, *, limit: int, window_s: int) -> int | None:
+    """Counts one more for `key` in the current window: None while within `limit`, else the seconds until the next
+    window. (`add` then `incr` are each atomic in Redis: concurrent requests never both take the last slot.)"""
+    now = time.time()
+    cache_key, ends = _window(key, window_s, now)
+    if cache.add(cache_key, 1, timeout=window_s + 5):
+        used = 1
+    else:
+        try:
+            used = cache.incr(cache_key)
+        except ValueError:  # expired between the two calls: this is the window's first
+            cache.add(cache_key, 1, timeout=window_s + 5)
+            used = 1
+    return None if used <= limit else max(1, math.ceil(ends - now))
+
+
+def peek(key: str, *, window_s: int) -> int:
+    """How many were counted for `key` in the current window."""
+    cache_key, _ = _window(key, window_s, time.time())
+    return int(cache.get(cache_key) or 0)
+
+
+def clear(key: str, *, window_s: int) -> None:
+    cache_key, _ = _window(key, window_s, time.time())
+    cache.delete(cache_key)
+
+
+def api_request(key: ApiKey) -> None:
+    """An API key's requests a minute: the project's own limit for its kind of key, else the default."""
+    project = key.project
+    if key.is_secret:
+        limit = project.api_rate_secret or settings.KAGENT_API_RATE_SECRET
+    else:
+        limit = project.api_rate_publishable or settings.KAGENT_API_RATE_PUBLISHABLE
+    wait = count(f"api:{key.pk}", limit=limit, window_s=MINUTE)
+    if wait is not None:
+        raise RateLimited(f"This API key made more than {limit} requests this minute; try again in {wait} s.", wait)
+
+
+def run_start(key: ApiKey) -> None:
+    """Runs a publishable key may start a minute (each one spends on the model); secret keys are the business's
+    own server and are held by their request limit only."""
+    if key.is_secret:
+        return
+    limit = key.project.run_rate_publishable or settings.KAGENT_RUN_RATE_PUBLISHABLE
+    wait = count(f"runs:{key.pk}", limit=limit, window_s=MINUTE)
+    if wait is not None:
+        raise RateLimited(f"This key started more than {limit} runs this minute; try again in {wait} s.", wait)
+
+
+SIGNIN_WINDOW = 15 * MINUTE
+
+
+def _signin_keys(email: str, address: str) -> tuple[str, str]:
+    account = hashlib.sha256(email.strip().lower().encode()).hexdigest()[:32]
+    return f"signin:account:{account}", f"signin:address:{address}"
+
+
+def signin_wait(email: str, address: str) -> int | None:
+    """Seconds until another sign-in may be tried, when the account or the address failed too often recently —
+    whether or not the account exists, so the answer tells nothing about it."""
+    limit = settings.KAGENT_SIGNIN_FAILURES
+    for key in _signin_keys(email, address):
+        if peek(key, window_s=SIGNIN_WINDOW) >= limit:
+            _, ends = _window(key, SIGNIN_WINDOW, time.time())
+            return max(1, math.ceil(ends - time.time()))
+    return None
+
+
+def signin_failed(email: str, address: str) -> None:
+    for key in _signin_keys(email, address):
+        count(key, limit=settings.KAGENT_SIGNIN_FAILURES, window_s=SIGNIN_WINDOW)
+
+
+def signin_succeeded(email: str) -> None:
+    """The account's count starts over (the address's doesn't: one address trying many accounts stays counted)."""
+    account_key, _ = _signin_keys(email, "")
+    clear(account_key, window_s=SIGNIN_WINDOW)

@@ -1,0 +1,126 @@
+"""Request limits: per API key (secret and publishable separately, the project's own or the defaults), run creation
+per publishable key, and dashboard sign-in per account and per address — 429 `rate_limited` with Retry-After, or
+the same message on the sign-in page whether the account exists or not."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+
+from fakes.llm import text
+from kagent.models import Project
+from tests.kagent.test_auth import error
+from tests.runs.conftest import Harness
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fresh_counters():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def test_a_secret_key_over_its_projects_limit_gets_429_with_retry_after(alice, bob):
+    Project.objects.filter(pk=alice.project.pk).update(api_rate_secret=3)
+    api = alice.client()
+    assert [api.get("/v1/agents").status_code for _ in range(3)] == [200, 200, 200]
+    refused = api.get("/v1/agents")
+    assert refused.status_code == 429 and error(refused) == "rate_limited"
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    assert refused.json()["error"]["details"]["retry_after"] == int(refused["Retry-After"])
+    # the hot endpoint, served outside DRF's request cycle, counts against the same limit
+    hot = api.post("/v1/runs", {"agent": "agt_0", "input": "x"}, format="json")
+    assert hot.status_code == 429 and error(hot) == "rate_limited" and hot["Retry-After"]
+    # another project's key, and the same project's publishable key, have their own counts
+    assert bob.client().get("/v1/agents").status_code == 200
+    assert alice.client(alice.publishable_key).get("/v1/sessions").status_code == 200
+
+
+def test_publishable_keys_have_their_own_limit(alice, settings):
+    settings.KAGENT_API_RATE_PUBLISHABLE = 2
+    browser = alice.client(alice.publishable_key)
+    codes = [browser.get("/v1/runs/run_00000000000000000000000000").status_code for _ in range(3)]
+    assert codes == [404, 404, 429]
+    assert alice.client().get("/v1/agents").status_code == 200  # the secret key is not held by it
+
+
+def test_run_creation_per_publishable_key(alice, fake_llm, settings):
+    settings.KAGENT_RUN_RATE_PUBLISHABLE = 2
+    h = Harness(alice, fake_llm)
+    agent = h.agent("spend", [text("hi")])
+    browser = h.tenant.client(h.tenant.publishable_key)
+    made = [browser.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json") for _ in range(3)]
+    assert [r.status_code for r in made] == [201, 201, 429]
+    assert error(made[2]) == "rate_limited"
+    # the business's server (secret key) starts runs without that limit
+    assert h.api.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json").status_code == 201
+
+
+def sign_in(client: Client, email: str, password: str, address: str = "203.0.113.5"):
+    return client.post("/login/", {"username": email, "password": password}, REMOTE_ADDR=address)
+
+
+def test_sign_in_is_throttled_per_account_with_one_message_for_every_account(alice, settings):
+    settings.KAGENT_SIGNIN_FAILURES = 3
+    client = Client()
+    for _ in range(3):
+        assert "Please enter a correct" in sign_in(client, alice.user.email, "wrong").content.decode()
+    # the right password no longer gets in for a while, and says only to wait
+    page = sign_in(client, alice.user.email, "correct horse battery", address="198.51.100.7").content.decode()
+    assert "Too many failed sign-ins" in page
+    assert "_auth_user_id" not in client.session
+    # an account that doesn't exist reads the same
+    for _ in range(3):
+        sign_in(client, "nobody@example.com", "wrong", address="198.51.100.8")
+    assert (
+        "Too many failed sign-ins"
+        in sign_in(client, "nobody@example.com", "x", address="198.51.100.9").content.decode()
+    )
+
+
+def test_sign_in_is_throttled_per_address(alice, bob, settings):
+    settings.KAGENT_SIGNIN_FAILURES = 3
+    client = Client()
+    for n in range(3):
+        sign_in(client, f"guess{n}@example.com", "wrong")  # one address trying many accounts
+    page = sign_in(client, bob.user.email, "correct horse battery").content.decode()
+    assert "Too many failed sign-ins" in page
+    other_address = sign_in(client, bob.user.email, "correct horse battery", address="192.0.2.44")
+    assert other_address.status_code == 302  # signed in from elsewhere
+
+
+def test_a_successful_sign_in_starts_the_account_count_over(alice, settings):
+    settings.KAGENT_SIGNIN_FAILURES = 3
+    client = Client()
+    for _ in range(2):
+        sign_in(client, alice.user.email, "wrong", address="198.51.100.1")
+    assert sign_in(client, alice.user.email, "correct horse battery", address="198.51.100.2").status_code == 302
+    client.post("/logout/")
+    for _ in range(2):
+        sign_in(client, alice.user.email, "wrong", address="198.51.100.3")
+    assert sign_in(client, alice.user.email, "correct horse battery", address="198.51.100.4").status_code == 302
+
+
+def test_owners_and_admins_set_their_projects_limits_on_the_api_keys_page(alice, bob):
+    owner = Client()
+    owner.force_login(alice.user)
+    page = owner.get("/settings/api-keys/").content.decode()
+    assert "Request limits" in page and "(default)" in page
+    response = owner.post("/settings/request-limits/", {"api_rate_secret": "5", "run_rate_publishable": "7"})
+    assert response.status_code == 302
+    project = Project.objects.get(pk=alice.project.pk)
+    assert (project.api_rate_secret, project.api_rate_publishable, project.run_rate_publishable) == (5, None, 7)
+    refused = owner.post("/settings/request-limits/", {"api_rate_secret": "0"})
+    assert refused.status_code == 200 and "greater than or equal to 1" in refused.content.decode()
+
+    from kagent.models import Membership, User
+
+    member = User.objects.create_user("member@example.com", "correct horse battery")
+    Membership.objects.create(organization=alice.organization, user=member, role=Membership.Role.MEMBER)
+    looker = Client()
+    looker.force_login(member)
+    assert looker.post("/settings/request-limits/", {"api_rate_secret": "100000"}).status_code == 403
+    assert Project.objects.get(pk=alice.project.pk).api_rate_secret == 5
