@@ -31,4 +31,4 @@ USER kagent
 EXPOSE 8000
 
 # Migrations run when the web container starts (docker-compose.yml); worker and beat start after web is healthy.
-CMD ["sh", "-c", "python manage.py migrate --no-input && exec gunicorn kagent.wsgi --bind 0.0.0.0:8000 --workers ${WEB_CONCURRENCY:-3} --timeout 60 --access-logfile -"]
+CMD ["sh", "-c", "python manage.py migrate --no-input && exec gunicorn kagent.wsgi -c gunicorn.conf.py"]

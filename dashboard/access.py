@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponseBase
 from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods
 from django_htmx.middleware import HtmxDetails
@@ -35,7 +35,7 @@ def signed_in_user(request: HttpRequest) -> User:
     return request.user
 
 
-View = Callable[..., HttpResponse]
+View = Callable[..., HttpResponseBase]
 
 
 def project_required(view: View) -> View:
@@ -43,7 +43,7 @@ def project_required(view: View) -> View:
 
     @login_required
     @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         user = signed_in_user(request)
         project_id = request.session.get(SESSION_KEY)
         membership = membership_for_project(user=user, project_id=project_id) if project_id else None
@@ -78,7 +78,7 @@ def member_page(*methods: str) -> Callable[[View], View]:
         @project_required
         @require_http_methods(list(methods))
         @wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             try:
                 return view(request, *args, **kwargs)
             except NotFound:

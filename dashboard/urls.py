@@ -41,6 +41,7 @@ urlpatterns = [
     path("runs/", runs.run_list, name="runs"),
     path("runs/<str:run_id>/", runs.run_detail, name="run"),
     path("runs/<str:run_id>/live/", runs.run_timeline, name="run-live"),
+    path("runs/<str:run_id>/events/", runs.run_events_stream, name="run-events"),
     path("runs/<str:run_id>/cancel/", runs.run_cancel, name="run-cancel"),
     path("sessions/<str:session_id>/", runs.session_detail, name="session"),
     path("desk/", desk.desk, name="desk"),

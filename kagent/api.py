@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from rest_framework.exceptions import ParseError
 from rest_framework.request import Request
 from rest_framework.views import APIView
@@ -102,13 +102,14 @@ def json_response(body: Any, status: int) -> HttpResponse:
 
 def lean_post(
     request: HttpRequest,
-    handle: Callable[[ApiKey, Any], tuple[Any, int]],
+    handle: Callable[[ApiKey, Any], tuple[Any, int] | HttpResponseBase],
     *,
     publishable_allowed: bool,
-) -> HttpResponse:
+) -> HttpResponseBase:
     """Runs `handle(api_key, body)` for a POST the way `ProjectApi` would — the same authentication, permission,
     JSON parser, errors and rendering — without DRF's request wrapping and negotiation, which cost more than the
-    rest of `POST /v1/runs` together. Only for that endpoint."""
+    rest of `POST /v1/runs` together. Only for that endpoint. `handle` returns (body, status) to render, or a
+    response of its own (an event stream)."""
     try:
         try:
             key = api_key_from_header(request.META.get("HTTP_AUTHORIZATION", ""))
@@ -122,7 +123,7 @@ def lean_post(
             raise ApiError("publishable_key_not_allowed", PUBLISHABLE_REFUSED, status=403)
         throttle.api_request(key)
         accept = request.META.get("HTTP_ACCEPT", "")
-        if accept and not any(kind in accept for kind in _ACCEPTS_JSON):
+        if accept and not any(kind in accept for kind in (*_ACCEPTS_JSON, "text/event-stream")):
             raise ApiError("not_acceptable", "Could not satisfy the request Accept header.", status=406)
         content_type = request.META.get("CONTENT_TYPE", "")
         raw = request.body
@@ -133,7 +134,10 @@ def lean_post(
             data = strict_json(raw) if raw else {}
         except ParseError as exc:
             raise ApiError("invalid_json", str(exc.detail), status=400) from None
-        body, status = handle(key, data)
+        handled = handle(key, data)
+        if isinstance(handled, HttpResponseBase):
+            return handled
+        body, status = handled
         return json_response(body, status)
     except ApiError as exc:
         response = json_response(error_body(exc.code, exc.message, exc.details), exc.status)

@@ -224,6 +224,12 @@ KAGENT_API_RATE_SECRET = int(os.environ.get("KAGENT_API_RATE_SECRET", "1200"))
 KAGENT_API_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_API_RATE_PUBLISHABLE", "300"))
 KAGENT_RUN_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_RUN_RATE_PUBLISHABLE", "60"))
 KAGENT_SIGNIN_FAILURES = int(os.environ.get("KAGENT_SIGNIN_FAILURES", "10"))
+# Run event streams (`GET /v1/runs/{id}/events`) an API key may hold open at once, and `POST /v1/runs` waits.
+KAGENT_STREAMS_PER_KEY = int(os.environ.get("KAGENT_STREAMS_PER_KEY", "20"))
+KAGENT_WAITS_PER_KEY = int(os.environ.get("KAGENT_WAITS_PER_KEY", "10"))
+# Threads of one WSGI process that may wait on runs at once (waits, streams served there); half of gunicorn's
+# --threads (Dockerfile), so the rest of the API always has threads. The ASGI server's streams hold no thread.
+KAGENT_WAIT_THREADS = int(os.environ.get("KAGENT_WAIT_THREADS", "8"))
 
 # --- i18n, static ----------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

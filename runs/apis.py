@@ -3,25 +3,25 @@ calls one service or selector, renders. Publishable keys may create sessions and
 
 from __future__ import annotations
 
-import time
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.http import HttpRequest, HttpResponseBase
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import renderers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from kagent import throttle
-from kagent.api import ProjectApi, lean_post, paginate, param_bool, param_choice, param_text, param_time
+from kagent.api import ProjectApi, json_response, lean_post, paginate, param_bool, param_choice, param_text, param_time
 from kagent.clients import client_address
 from kagent.errors import Unprocessable
 from kagent.inputs import Input
 from kagent.models import ApiKey
 from kagent.openapi import list_of
-from runs import selectors, services
+from runs import selectors, services, streams
 from runs.identity import EndUserClaim
 from runs.models import Run, RunStep, ToolCall
 from runs.resources import (
@@ -37,7 +37,6 @@ from runs.resources import (
 
 MAX_INPUT = 20_000
 MAX_WAIT = 30.0
-POLL_INTERVAL = 0.1
 
 # --- shared body fields -------------------------------------------------------------------------------------------
 
@@ -175,6 +174,7 @@ class RunCreate:
     sandbox: bool | dict[str, Any]
     run_real_actions: bool | None
     wait: float
+    stream: bool
 
 
 RUN_CREATE = Input(
@@ -240,6 +240,12 @@ RUN_CREATE = Input(
                 "description": "seconds to wait for the run to end or pause before answering",
                 "x-message": "wait is a number of seconds from 0 to 30.",
             },
+            "stream": {
+                "type": "boolean",
+                "default": False,
+                "description": "answer with the run's events (text/event-stream) instead of the run",
+                "x-message": "stream is true or false.",
+            },
         },
     },
     RunCreate,
@@ -274,16 +280,42 @@ class RunCreateApi(ProjectApi):
         return super().dispatch(request, *args, **kwargs)
 
     @extend_schema(operation_id="runs_create", request=RUN_CREATE.body, responses={201: RUN.ref, 200: RUN.ref})
-    def post(self, request: Request) -> Response:  # what the OpenAPI document describes; `dispatch` serves it
-        body, status_code = self.create(request, self.api_key, request.data)
+    def post(self, request: Request) -> HttpResponseBase:  # what the OpenAPI document describes; `dispatch` serves it
+        handled = self.create(request, self.api_key, request.data)
+        if isinstance(handled, HttpResponseBase):
+            return handled
+        body, status_code = handled
         return Response(body, status=status_code)
 
     @staticmethod
-    def create(request: HttpRequest, key: ApiKey, data: Any) -> tuple[dict[str, Any], int]:
+    def create(request: HttpRequest, key: ApiKey, data: Any) -> tuple[dict[str, Any], int] | HttpResponseBase:
         body = RUN_CREATE.parse(data)
+        if body.stream and body.wait:
+            raise Unprocessable("invalid_request", "Give stream or wait, not both.")
         throttle.run_start(key)
         sandbox, run_real_actions = _sandbox(body)
-        run = services.run_create(
+        places = streams.StreamPlaces.take(request, f"key:{key.pk}") if body.stream else None
+        try:
+            run = RunCreateApi._run_create(request, key, body, sandbox, run_real_actions)
+        except BaseException:
+            if places is not None:
+                places.release()
+            raise
+        if places is not None:
+            return streams.event_stream(run, places, after=0, full_steps=key.is_secret)
+        if body.wait:
+            settled = streams.wait_settled(run.pk, key, body.wait)
+            run.refresh_from_db()
+            if settled:
+                return _deliver(run), status.HTTP_200_OK
+            response = json_response(_deliver(run), status.HTTP_201_CREATED)
+            response["Retry-After"] = "1"  # not settled (yet, or no place to wait): read it again with GET
+            return response
+        return _deliver(run), status.HTTP_201_CREATED
+
+    @staticmethod
+    def _run_create(request: HttpRequest, key: ApiKey, body: RunCreate, sandbox: bool, run_real_actions: bool) -> Run:
+        return services.run_create(
             project=key.project,
             api_key=key,
             agent_id=body.agent,
@@ -299,15 +331,6 @@ class RunCreateApi(ProjectApi):
             run_real_actions=run_real_actions,
             client_ip=client_address(request),
         )
-        if body.wait:
-            deadline = time.monotonic() + body.wait
-            while time.monotonic() < deadline:
-                run.refresh_from_db()
-                if run.status in Run.TERMINAL or run.status == Run.Status.REQUIRES_ACTION:
-                    return _deliver(run), status.HTTP_200_OK
-                time.sleep(POLL_INTERVAL)
-            run.refresh_from_db()
-        return _deliver(run), status.HTTP_201_CREATED
 
 
 class RunDetailApi(ProjectApi):
@@ -320,6 +343,48 @@ class RunDetailApi(ProjectApi):
         )
         services.run_expire_if_due(run=run)
         return Response(_deliver(run))
+
+
+class EventStreamRenderer(renderers.BaseRenderer):
+    """Lets a client ask for `text/event-stream`; the stream itself is a StreamingHttpResponse, and an error before
+    it starts is the usual error JSON."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+EVENTS_DESCRIPTION = (
+    "Server-Sent Events: `event:` run.queued, run.in_progress, run.step.created, run.requires_action, run.completed, "
+    "run.failed, run.cancelled; `data:` the run as the API renders it (or the step, as the steps API does — a "
+    "publishable key sees what happened, not the business's data); `id:` resume after it with Last-Event-ID. The "
+    "stream ends after a terminal event or run.requires_action; a comment every 15 s keeps it open."
+)
+
+
+class RunEventsApi(ProjectApi):
+    publishable_allowed = True
+    renderer_classes = [renderers.JSONRenderer, EventStreamRenderer]
+
+    @extend_schema(
+        operation_id="runs_events",
+        parameters=[
+            OpenApiParameter("Last-Event-ID", str, OpenApiParameter.HEADER, description="resume after this event"),
+            OpenApiParameter("last_event_id", int, description="the same, for clients that can't set headers"),
+        ],
+        responses={(200, "text/event-stream"): OpenApiResponse(description=EVENTS_DESCRIPTION)},
+        description=EVENTS_DESCRIPTION,
+    )
+    def get(self, request: Request, run_id: str) -> HttpResponseBase:
+        run = selectors.run_get(
+            project=self.project, run_id=run_id, key=self.api_key, end_user_token=end_user_token(request)
+        )
+        after = streams.last_event_id(request.headers.get("Last-Event-ID") or request.query_params.get("last_event_id"))
+        places = streams.StreamPlaces.take(request, f"key:{self.api_key.pk}")
+        return streams.event_stream(run, places, after=after, full_steps=self.api_key.is_secret)
 
 
 class RunStepsApi(ProjectApi):

@@ -26,12 +26,12 @@ from agents.selectors import searchable_sources
 from kagent.egress import EgressRecord
 from kagent.models import SigningSecret
 from kagent.secrets import secret_resolve, signing_secrets_for_calls
-from runs import providers, store, transitions, truth
+from runs import events, providers, store, transitions, truth
 from runs.builtin_tools import builtin_execute
 from runs.lease import KEEPER, lease
 from runs.limits import bucket_held
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
-from runs.models import Handoff, Run, RunStep, Ticket, ToolCall
+from runs.models import Handoff, Run, RunEvent, RunStep, Ticket, ToolCall
 from tools.http_call import http_tool_call
 from tools.policy import Decision, PolicyContext, parse_arguments, policy_check
 from tools.shaping import DATA_NOTICE
@@ -476,13 +476,15 @@ class Engine:
         with bucket_held(self.run.project_id, self.run.rate_key):
             decision = self._decide(call, request, round_number)
             if not self._outcome_without_side_effects(call, decision):
-                builtin_execute(
-                    run=self.run,
-                    call=call,
-                    name=decision.name,
-                    arguments=decision.arguments,
-                    fields=self._decision_fields(call),
-                )
+                with transaction.atomic():
+                    builtin_execute(
+                        run=self.run,
+                        call=call,
+                        name=decision.name,
+                        arguments=decision.arguments,
+                        fields=self._decision_fields(call),
+                    )
+                    events.record(self.run.pk, RunEvent.Type.STEP_CREATED, ref=call.pk)
                 self.fresh = False
                 return
             if call.status != ToolCall.Status.RUNNING:
@@ -512,14 +514,17 @@ class Engine:
         }
 
     def _record(self, call: ToolCall) -> None:
-        """A decided call that ran nothing (refused, simulated, waiting for the app)."""
-        ToolCall.objects.filter(pk=call.pk).update(
-            status=call.status,
-            result=call.result,
-            finished_at=call.finished_at,
-            simulated=call.simulated,
-            **self._decision_fields(call),
-        )
+        """A decided call that ran nothing (refused, simulated, waiting for the app), with its event."""
+        with transaction.atomic():
+            ToolCall.objects.filter(pk=call.pk).update(
+                status=call.status,
+                result=call.result,
+                finished_at=call.finished_at,
+                simulated=call.simulated,
+                **self._decision_fields(call),
+            )
+            if call.status != ToolCall.Status.AWAITING_OUTPUT:  # its event comes with the app's output
+                events.record(self.run.pk, RunEvent.Type.STEP_CREATED, ref=call.pk)
 
     def _mark_running(self, call: ToolCall) -> bool:
         """Records the call as running (about to be sent), fenced; False when a cancel arrived first."""
@@ -607,6 +612,8 @@ class Engine:
             with transaction.atomic():
                 self.fence(transcript=self._transcript_json(), pushbacks=self.run.pushbacks, usage=self.run.usage)
                 RunStep.objects.bulk_create([step, notice])
+                for written in (step, notice):
+                    events.record(self.run.pk, RunEvent.Type.STEP_CREATED, ref=written.pk)
             return False
         answer = Message(role="assistant", content=text)
         fence = store.complete(

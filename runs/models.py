@@ -264,3 +264,28 @@ class Message(models.Model):
     role = models.CharField(max_length=10, choices=Role.choices)
     content = models.TextField()
     created_at = models.DateTimeField(default=timezone.now)
+
+
+class RunEvent(models.Model):
+    """What happened to a run, in order, for its event stream (`GET /v1/runs/{id}/events`): written with what it
+    reports (the same statement or transaction), so a stream resumed with Last-Event-ID misses nothing and repeats
+    nothing. `id` orders the events of every run; `ref` is the step or tool call of a `run.step.created`, `status`
+    the run's status of a status event."""
+
+    class Type(models.TextChoices):
+        QUEUED = "run.queued"
+        IN_PROGRESS = "run.in_progress"
+        STEP_CREATED = "run.step.created"
+        REQUIRES_ACTION = "run.requires_action"
+        COMPLETED = "run.completed"
+        FAILED = "run.failed"
+        CANCELLED = "run.cancelled"
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
+    type = models.CharField(max_length=30, choices=Type.choices)
+    ref = models.CharField(max_length=40, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "id"], name="run_event_order")]

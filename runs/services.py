@@ -17,12 +17,13 @@ from agents.selectors import agent_get, searchable_sources
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
 from kagent.inputs import UNSET, is_set
 from kagent.models import ApiKey, Project
+from runs import events as run_events
 from runs import store as run_store
 from runs import transitions
 from runs.engine import client_output_shown
 from runs.identity import EndUserClaim, Identity, identity_resolve
 from runs.llm import Message
-from runs.models import Handoff, Run, RunStep, Segment, Session, Ticket, ToolCall
+from runs.models import Handoff, Run, RunEvent, RunStep, Segment, Session, Ticket, ToolCall
 from runs.models import Message as ChatMessage
 from runs.queue import enqueue_run, send_run
 from runs.selectors import session_get
@@ -327,6 +328,18 @@ def _supersede_open_runs(session: Session) -> None:
             pass  # it finished on its own a moment ago: nothing left to supersede
 
 
+def _close_open_calls(run_id: str, now: Any) -> None:
+    """The calls a paused or queued run still had open, cancelled with the run, each with its step event (before
+    the run's own last event: a stream ends there)."""
+    open_calls = ToolCall.objects.filter(
+        run_id=run_id, status__in=[ToolCall.Status.PENDING, ToolCall.Status.AWAITING_OUTPUT]
+    )
+    closed = list(open_calls.order_by("created_at", "pk").values_list("pk", flat=True))
+    open_calls.update(status=ToolCall.Status.CANCELLED, finished_at=now)
+    for call_id in closed:
+        run_events.record(run_id, RunEvent.Type.STEP_CREATED, ref=call_id)
+
+
 def run_cancel(*, run: Run, reason: str = "requested") -> Run:
     """A queued or paused run is cancelled at once; a running one stops at its next step."""
     now = timezone.now()
@@ -341,10 +354,10 @@ def run_cancel(*, run: Run, reason: str = "requested") -> Run:
                 completed_at=now,
                 required_action=None,
                 expires_at=None,
+                record_event=False,
             )
-            ToolCall.objects.filter(
-                run=run, status__in=[ToolCall.Status.PENDING, ToolCall.Status.AWAITING_OUTPUT]
-            ).update(status=ToolCall.Status.CANCELLED, finished_at=now)
+            _close_open_calls(run.pk, now)
+            run_events.record_status(run.pk, Run.Status.CANCELLED)
         elif locked.status == Run.Status.IN_PROGRESS:
             # Its worker stops at its next step (every fenced write notices) and ends it as cancelled.
             Run.objects.filter(pk=run.pk).update(cancel_requested=True, cancellation_reason=reason)
@@ -406,6 +419,7 @@ def run_submit_tool_outputs(*, run: Run, tool_outputs: list[ToolOutput]) -> Run:
             ToolCall.objects.filter(pk=call.pk).update(
                 status=ToolCall.Status.FAILED if is_error else ToolCall.Status.SUCCEEDED, result=shown, finished_at=now
             )
+            run_events.record(locked.pk, RunEvent.Type.STEP_CREATED, ref=call.pk)
         transitions.transition(locked.pk, transitions.RESUME, required_action=None, expires_at=None, queued_at=now)
         enqueue_run(locked.pk)
     run.refresh_from_db()
@@ -423,11 +437,11 @@ def run_expire_if_due(*, run: Run) -> bool:
             last_error={"code": "tool_outputs_expired", "message": "No tool outputs arrived within 10 minutes."},
             completed_at=now,
             required_action=None,
+            record_event=False,
         )
         if expired:
-            ToolCall.objects.filter(run_id=run.pk, status=ToolCall.Status.AWAITING_OUTPUT).update(
-                status=ToolCall.Status.CANCELLED, finished_at=now
-            )
+            _close_open_calls(run.pk, now)
+            run_events.record_status(run.pk, transitions.EXPIRE.target)
     if expired:
         run.refresh_from_db()
     return bool(expired)

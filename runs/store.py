@@ -35,8 +35,8 @@ from kagent.egress import EgressRecord
 from kagent.ids import new_id
 from kagent.models import EgressEvent
 from kagent.sql import execute, postgres
-from runs import transitions
-from runs.models import EndUser, Run, RunStep, ToolCall
+from runs import events, transitions
+from runs.models import EndUser, Run, RunEvent, RunStep, ToolCall
 from runs.models import Message as ChatMessage
 
 S = Run.Status
@@ -126,17 +126,23 @@ def latest_version(*, project_id: str, agent_id: str) -> tuple[Agent, AgentVersi
 
 _RUN_FIELDS = tuple(Run._meta.concrete_fields)
 _INSERT_RUN_SQL = (
-    f"INSERT INTO {Run._meta.db_table} ({', '.join(f.column for f in _RUN_FIELDS)}) "
-    f"VALUES ({', '.join('%s' for _ in _RUN_FIELDS)})"
+    f"WITH created AS (INSERT INTO {Run._meta.db_table} ({', '.join(f.column for f in _RUN_FIELDS)}) "
+    f"VALUES ({', '.join('%s' for _ in _RUN_FIELDS)}) RETURNING id) "
+    "INSERT INTO runs_runevent (run_id, type, ref, created_at) SELECT id, %s, '', now() FROM created"
 )
 
 
 def insert_run(run: Run) -> None:
-    """A new run's row (one statement: a one-shot run is made without a transaction around it)."""
+    """A new run's row and its `run.queued` event (one statement: a one-shot run is made without a transaction
+    around it)."""
     if not postgres():
-        run.save(force_insert=True)
+        with transaction.atomic():
+            run.save(force_insert=True)
+            events.record(run.pk, RunEvent.Type.QUEUED)
         return
-    execute(_INSERT_RUN_SQL, [f.get_db_prep_save(getattr(run, f.attname), connection) for f in _RUN_FIELDS])
+    values = [f.get_db_prep_save(getattr(run, f.attname), connection) for f in _RUN_FIELDS]
+    execute(_INSERT_RUN_SQL, [*values, RunEvent.Type.QUEUED])
+    events.notify(run.pk)
     run._state.adding = False
 
 
@@ -171,7 +177,7 @@ WITH claimed AS (
         claims = claims + 1
     WHERE id = %(run)s AND status = ANY(%(sources)s)
     RETURNING {", ".join(_RUN_COLUMNS)}
-)
+), event AS ({events.insert_sql("claimed", type_param="event")})
 SELECT claimed.*, end_user.external_id, end_user.traits
 FROM claimed LEFT JOIN runs_enduser AS end_user ON end_user.id = claimed.end_user_id
 """
@@ -183,10 +189,18 @@ def claim(run_id: str, *, now: datetime, lease_until: datetime) -> Run | None:
     if postgres():
         rows = execute(
             _CLAIM_SQL,
-            {"run": run_id, "target": move.target, "sources": list(move.sources), "now": now, "lease": lease_until},
+            {
+                "run": run_id,
+                "target": move.target,
+                "sources": list(move.sources),
+                "now": now,
+                "lease": lease_until,
+                "event": RunEvent.Type.IN_PROGRESS,
+            },
         )
         if not rows:
             return None
+        events.notify(run_id)
         values = dict(zip((*_RUN_COLUMNS, "external_id", "traits"), rows[0], strict=True))
         external_id, traits = values.pop("external_id"), values.pop("traits")
         for column in _JSON_COLUMNS:
@@ -200,13 +214,14 @@ def claim(run_id: str, *, now: datetime, lease_until: datetime) -> Run | None:
         else:
             run.end_user = None
         return run
-    claimed = transitions.transition(
-        run_id,
-        move,
-        started_at=Coalesce(F("started_at"), now),
-        lease_expires_at=lease_until,
-        claims=F("claims") + 1,
-    )
+    with transaction.atomic():  # the transition records its run.in_progress event
+        claimed = transitions.transition(
+            run_id,
+            move,
+            started_at=Coalesce(F("started_at"), now),
+            lease_expires_at=lease_until,
+            claims=F("claims") + 1,
+        )
     return Run.objects.select_related("end_user").get(pk=run_id) if claimed else None
 
 
@@ -241,17 +256,25 @@ _STEP_INSERT = """
     INSERT INTO runs_runstep (id, run_id, kind, round, data, created_at, duration_ms)
     SELECT %(step_id)s, id, %(step_kind)s, %(step_round)s, %(step_data)s::jsonb, %(step_at)s, %(step_ms)s FROM {source}
 """
-_ROUND_SQL: dict[int, str] = {}
+_ROUND_SQL: dict[tuple[int, int], str] = {}
+FINAL_STATUSES = (
+    ToolCall.Status.SUCCEEDED,
+    ToolCall.Status.FAILED,
+    ToolCall.Status.REFUSED,
+    ToolCall.Status.CANCELLED,
+)
 
 
-def _round_sql(calls: int) -> str:
-    """The round write for `calls` tool calls (one prepared statement per count)."""
-    if calls not in _ROUND_SQL:
+def _round_sql(calls: int, step_events: int) -> str:
+    """The round write for `calls` tool calls and `step_events` events (one prepared statement per shape)."""
+    shape = (calls, step_events)
+    if shape not in _ROUND_SQL:
         columns = ", ".join(f'"{name}"' for name, _ in _TOOL_CALL_COLUMNS)
         rows = ", ".join(
             "(" + ", ".join(f"%(c{i}_{name})s::{kind}" for name, kind in _TOOL_CALL_COLUMNS) + ")" for i in range(calls)
         )
-        _ROUND_SQL[calls] = f"""
+        event_rows = ", ".join(f"({i}, %(v{i}_type)s, %(v{i}_ref)s)" for i in range(step_events))
+        _ROUND_SQL[shape] = f"""
 WITH held AS (
     UPDATE runs_run
     SET rounds = %(rounds)s, transcript = %(transcript)s::jsonb, usage = %(usage)s::jsonb, lease_expires_at = %(lease)s
@@ -261,10 +284,20 @@ WITH held AS (
 ), step AS ({_STEP_INSERT.format(source="held")}), calls AS (
     INSERT INTO runs_toolcall ({columns})
     SELECT v.* FROM held, (VALUES {rows}) AS v({columns})
+), events AS (
+    INSERT INTO runs_runevent (run_id, type, ref, created_at)
+    SELECT held.id, v.type, v.ref, now() FROM held, (VALUES {event_rows}) AS v(n, type, ref) ORDER BY v.n
 )
 SELECT count(*) FROM held
 """
-    return _ROUND_SQL[calls]
+    return _ROUND_SQL[shape]
+
+
+def _step_events(step: RunStep, calls: Sequence[ToolCall]) -> list[str]:
+    """The refs of a round's `run.step.created` events: the model's step, and each call already decided for good. A
+    step has one event, with what it ended as: a call sent now has its event when its result is written, a client
+    tool's when the app's output is (its request is the run's `run.requires_action`)."""
+    return [step.pk, *(call.pk for call in calls if call.status in FINAL_STATUSES)]
 
 
 def _step_params(step: RunStep) -> dict[str, Any]:
@@ -296,8 +329,9 @@ def record_round(
     calls: Sequence[ToolCall],
     despite_cancel: bool = False,
 ) -> Fence:
-    """The model's step and the tool calls it asked for, with the round count and transcript, in one fenced write.
-    Not written when a cancel arrived (CANCELLED), unless `despite_cancel`."""
+    """The model's step and the tool calls it asked for, with the round count, the transcript and their events, in
+    one fenced write. Not written when a cancel arrived (CANCELLED), unless `despite_cancel`."""
+    refs = _step_events(step, calls)
     if postgres():
         params: dict[str, Any] = {
             "run": run.pk,
@@ -313,7 +347,10 @@ def record_round(
         for i, call in enumerate(calls):
             for name, kind in _TOOL_CALL_COLUMNS:
                 params[f"c{i}_{name}"] = _call_value(call, name, kind)
-        if execute(_round_sql(len(calls)), params)[0][0]:
+        for i, ref in enumerate(refs):
+            params[f"v{i}_type"], params[f"v{i}_ref"] = RunEvent.Type.STEP_CREATED, ref
+        if execute(_round_sql(len(calls), len(refs)), params)[0][0]:
+            events.notify(run.pk)
             return Fence.WRITTEN
         return _fence_missed(run.pk, held_by)
     with transaction.atomic():
@@ -323,6 +360,8 @@ def record_round(
             return _fence_missed(run.pk, held_by)
         step.save(force_insert=True)
         ToolCall.objects.bulk_create(calls)
+        for ref in refs:
+            events.record(run.pk, RunEvent.Type.STEP_CREATED, ref=ref)
     return Fence.WRITTEN
 
 
@@ -395,13 +434,19 @@ _EGRESS_COLUMNS = (
     "duration_ms",
     "created_at",
 )
-_RESULT_SQL = """
+_RESULT_UPDATE = """
 UPDATE runs_toolcall SET status = %(status)s, result = %(result)s::jsonb, upstream = %(upstream)s::jsonb,
     finished_at = %(now)s
 WHERE id = %(call)s AND status = %(running)s
+RETURNING run_id AS id
+"""
+_RESULT_SQL = f"""
+WITH updated AS ({_RESULT_UPDATE})
+{events.insert_sql("updated", type_param="event", ref_param="call")}
+RETURNING run_id
 """
 _RESULT_WITH_EGRESS_SQL = f"""
-WITH updated AS ({_RESULT_SQL})
+WITH updated AS ({_RESULT_UPDATE}), event AS ({events.insert_sql("updated", type_param="event", ref_param="call")})
 INSERT INTO kagent_egressevent ({", ".join(_EGRESS_COLUMNS)})
 VALUES ({", ".join(f"%(e_{name})s" for name in _EGRESS_COLUMNS)})
 """
@@ -435,21 +480,25 @@ def record_result(call: ToolCall, *, now: datetime, egress: Sequence[EgressRecor
         "result": None if call.result is None else _json(call.result),
         "upstream": None if call.upstream is None else _json(call.upstream),
         "now": now,
+        "event": RunEvent.Type.STEP_CREATED,
     }
     if postgres():
         records = list(egress)
         if len(records) == 1:
             params.update({f"e_{k}": v for k, v in _egress_values(records[0], now).items()})
             execute(_RESULT_WITH_EGRESS_SQL, params)
-            return
-        execute(_RESULT_SQL, params)
-        if records:
-            EgressEvent.objects.bulk_create([EgressEvent(**_egress_values(r, now)) for r in records])
+        else:
+            execute(_RESULT_SQL, params)
+            if records:
+                EgressEvent.objects.bulk_create([EgressEvent(**_egress_values(r, now)) for r in records])
+        events.notify(call.run_id)
         return
     with transaction.atomic():
-        ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.RUNNING).update(
+        updated = ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.RUNNING).update(
             status=call.status, result=call.result, upstream=call.upstream, finished_at=now
         )
+        if updated:
+            events.record(call.run_id, RunEvent.Type.STEP_CREATED, ref=call.pk)
         if egress:
             EgressEvent.objects.bulk_create([EgressEvent(**_egress_values(r, now)) for r in egress])
 
@@ -467,6 +516,10 @@ WITH done AS (
     INSERT INTO runs_message (id, project_id, session_id, run_id, role, content, created_at)
     SELECT %(message_id)s, project_id, session_id, id, %(role)s, %(text)s, %(now)s
     FROM done WHERE session_id IS NOT NULL
+), events AS (
+    INSERT INTO runs_runevent (run_id, type, ref, created_at)
+    SELECT done.id, v.type, v.ref, now()
+    FROM done, (VALUES (0, %(step_event)s, %(step_id)s), (1, %(done_event)s, '')) AS v(n, type, ref) ORDER BY v.n
 )
 SELECT count(*) FROM done
 """
@@ -497,9 +550,12 @@ def complete(
             "message_id": new_id("msg"),
             "role": ChatMessage.Role.ASSISTANT,
             "text": text,
+            "step_event": RunEvent.Type.STEP_CREATED,
+            "done_event": RunEvent.Type.COMPLETED,
             **_step_params(step),
         }
         if execute(_COMPLETE_SQL, params)[0][0]:
+            events.notify(run.pk)
             return Fence.WRITTEN
         return _fence_missed(run.pk, held_by)
     with transaction.atomic():
@@ -513,9 +569,12 @@ def complete(
             lease_expires_at=None,
             transcript=transcript,
             usage=run.usage,
+            record_event=False,  # after the final step's
         ):
             return _fence_missed(run.pk, held_by)
         step.save(force_insert=True)
+        events.record(run.pk, RunEvent.Type.STEP_CREATED, ref=step.pk)
+        events.record(run.pk, RunEvent.Type.COMPLETED)
         if run.session_id is not None:  # one-shot runs keep their text on the run itself
             ChatMessage.objects.create(
                 project_id=run.project_id,

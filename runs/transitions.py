@@ -15,6 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
+
+from runs import events
 from runs.models import Run
 
 S = Run.Status
@@ -56,14 +59,25 @@ REQUEUE = Move("requeue", (S.IN_PROGRESS,), S.QUEUED)  # its worker died: the le
 
 
 def transition(
-    run_id: str, move: Move, *, held_by: int | None = None, where: dict[str, Any] | None = None, **fields: Any
+    run_id: str,
+    move: Move,
+    *,
+    held_by: int | None = None,
+    where: dict[str, Any] | None = None,
+    record_event: bool = True,
+    **fields: Any,
 ) -> bool:
     """Makes `move` (and writes `fields`) if the run is in one of its sources — and, with `held_by`, still held by
-    that claim — and `where` holds. True when this call made the change."""
+    that claim — and `where` holds, with the run's status event in the same transaction (unless the caller records
+    it itself, after what must come before it). True when this call made the change."""
     runs = Run.objects.filter(pk=run_id, status__in=move.sources, **(where or {}))
     if held_by is not None:
         runs = runs.filter(claims=held_by)
-    return runs.update(status=move.target, **fields) == 1
+    with transaction.atomic():
+        changed = runs.update(status=move.target, **fields) == 1
+        if changed and record_event:
+            events.record_status(run_id, move.target)
+    return changed
 
 
 def update_held(run_id: str, *, held_by: int, where: dict[str, Any] | None = None, **fields: Any) -> bool:

@@ -9,6 +9,7 @@ urlpatterns = [
     path("runs", apis.RunListCreateApi.as_view()),
     path("runs/<oid:run_id>", apis.RunDetailApi.as_view()),
     path("runs/<oid:run_id>/steps", apis.RunStepsApi.as_view()),
+    path("runs/<oid:run_id>/events", apis.RunEventsApi.as_view()),
     path("runs/<oid:run_id>/submit_tool_outputs", apis.RunSubmitToolOutputsApi.as_view()),
     path("runs/<oid:run_id>/cancel", apis.RunCancelApi.as_view()),
     path("tickets", apis.TicketListApi.as_view()),

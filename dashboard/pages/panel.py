@@ -23,6 +23,7 @@ from agents.selectors import agent_get
 from dashboard.access import MemberRequest, member_page
 from dashboard.problems import Problems, problems_from
 from kagent.errors import ApiError, NotFound
+from runs import events as run_events
 from runs import selectors, services
 from runs.apis import RUN_CREATE, SUBMIT_TOOL_OUTPUTS, render_step
 from runs.identity import EndUserClaim
@@ -69,6 +70,10 @@ class Turn:
     @property
     def active(self) -> bool:
         return self.run.status in (Run.Status.QUEUED, Run.Status.IN_PROGRESS)
+
+    @property
+    def last_event(self) -> int:
+        return run_events.last_id(self.run.pk)
 
     @property
     def awaiting(self) -> list[dict[str, Any]]:
@@ -190,7 +195,7 @@ def _panel_run(request: MemberRequest, agent_id: str, run_id: str) -> tuple[Agen
 
 @member_page("GET")
 def panel_turn(request: MemberRequest, agent_id: str, run_id: str) -> HttpResponse:
-    """One turn, polled while its run works."""
+    """One turn, fetched again on each of its run's events while it works."""
     agent, run = _panel_run(request, agent_id, run_id)
     return render(request, "dashboard/_turn.html", {"turn": _turn(run), "panel_agent": agent})
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 
 from agents.selectors import agent_list
@@ -16,7 +16,9 @@ from dashboard.access import MemberRequest, member_page
 from dashboard.pages.panel import step_views
 from dashboard.problems import Problems
 from kagent.errors import ApiError
-from runs import selectors, services
+from kagent.throttle import RateLimited
+from runs import events as run_events
+from runs import selectors, services, streams
 from runs.apis import run_filters
 from runs.models import Run
 
@@ -76,6 +78,7 @@ def _run_context(request: MemberRequest, run: Run) -> dict[str, Any]:
         "steps": step_views(run),
         "active": run.status in Run.ACTIVE,
         "hidden_content": not run.store and run.purged_at is None,
+        "last_event": run_events.last_id(run.pk),
     }
 
 
@@ -87,9 +90,22 @@ def run_detail(request: MemberRequest, run_id: str) -> HttpResponse:
 
 @member_page("GET")
 def run_timeline(request: MemberRequest, run_id: str) -> HttpResponse:
-    """The run's status and steps, polled while it works."""
+    """The run's status and steps, fetched again on each of its events while it works."""
     run = selectors.run_get(project=request.project, run_id=run_id)
     return render(request, "dashboard/_run_live.html", _run_context(request, run))
+
+
+@member_page("GET")
+def run_events_stream(request: MemberRequest, run_id: str) -> HttpResponseBase:
+    """The run's events (Server-Sent Events, as `GET /v1/runs/{id}/events` for the secret key): the runs inspector
+    and the test panel refresh on them (static/dashboard/app.js)."""
+    run = selectors.run_get(project=request.project, run_id=run_id)
+    after = streams.last_event_id(request.headers.get("Last-Event-ID") or request.GET.get("last_event_id"))
+    try:
+        places = streams.StreamPlaces.take(request, f"member:{request.user.pk}")
+    except RateLimited as exc:  # the page refreshes every few seconds instead
+        return HttpResponse(exc.message, status=429, headers=exc.headers, content_type="text/plain")
+    return streams.event_stream(run, places, after=after, full_steps=True)
 
 
 @member_page("POST")

@@ -202,9 +202,18 @@ def test_a_business_configures_tests_publishes_and_watches_an_agent(
     expect(page.locator(".messages")).to_contain_text("Saved")
 
     # --- the test panel: a read tool live, create_ticket simulated --------------------------------------------
+    streams: list[tuple[str, str]] = []  # the run event streams the page opened, with their content type
+    page.on(
+        "response",
+        lambda r: streams.append((r.url, r.headers.get("content-type", ""))) if "/events/" in r.url else None,
+    )
     page.get_by_label("Signed-in customer ID").fill("cust-42")
     turn = send(page, "[script:panel-order] Where is my order 8812? The box was crushed.")
     expect(turn.locator(".bubble.assistant")).to_contain_text("Order 8812 has shipped", timeout=LIVE)
+    # The turn followed its run's events (Server-Sent Events), not a timer.
+    order_run = Run.objects.get(input__contains="panel-order")
+    assert any(f"/runs/{order_run.pk}/events/" in url and kind.startswith("text/event-stream") for url, kind in streams)
+    assert "every 1s" not in page.content()
     steps = turn.locator("ol.timeline > li.tool_call")
     expect(steps).to_have_count(2)
     order_step, ticket_step = steps.nth(0), steps.nth(1)

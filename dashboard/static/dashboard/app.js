@@ -78,6 +78,56 @@
     if (message && !window.confirm(message)) event.preventDefault();
   });
 
+  // Live runs (a test panel turn, the runs inspector's run): an element with data-run-events follows its run's
+  // events (Server-Sent Events) and asks htmx to fetch it again ("run-event") as they come, a burst at once. A
+  // stream ends after run.requires_action or the run's end; the fragment fetched then follows again if the run is
+  // still live. If the stream can't be opened (the server is busy), the element is fetched every 3 s instead.
+  var following = {};
+  var CLOSING = ["run.requires_action", "run.completed", "run.failed", "run.cancelled"];
+  var PASSING = ["run.queued", "run.in_progress", "run.step.created"];
+
+  function refresh(id) {
+    var current = document.getElementById(id);
+    if (current && current.hasAttribute("data-run-events") && window.htmx) window.htmx.trigger(current, "run-event");
+  }
+
+  function poll(id) {
+    var timer = setInterval(function () {
+      var current = document.getElementById(id);
+      if (!current || !current.hasAttribute("data-run-events")) clearInterval(timer);
+      else refresh(id);
+    }, 3000);
+  }
+
+  function follow(element) {
+    var id = element.id;
+    if (!id || following[id] || typeof EventSource === "undefined") return;
+    var source = new EventSource(element.getAttribute("data-run-events"));
+    var pending = null;
+    following[id] = source;
+    function soon() {
+      if (!pending) pending = setTimeout(function () { pending = null; refresh(id); }, 100);
+    }
+    function done() {
+      source.close();
+      if (following[id] === source) delete following[id];
+    }
+    PASSING.forEach(function (type) { source.addEventListener(type, soon); });
+    CLOSING.forEach(function (type) {
+      source.addEventListener(type, function () { done(); soon(); });
+    });
+    source.onerror = function () {
+      if (source.readyState === EventSource.CLOSED) { done(); poll(id); }  // refused: no automatic reconnection
+    };
+  }
+
+  document.addEventListener("htmx:load", function (event) {
+    var root = event.detail && event.detail.elt;
+    if (!root || !root.querySelectorAll) return;
+    if (root.hasAttribute && root.hasAttribute("data-run-events")) follow(root);
+    each(root, "[data-run-events]", follow);
+  });
+
   // In the test panel's Message field, Enter sends and Shift+Enter starts a new line.
   document.addEventListener("keydown", function (event) {
     var field = event.target;

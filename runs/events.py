@@ -1,0 +1,152 @@
+"""A run's events (SPEC §4 "Run events"): rows written with what they report, read back in order for a stream.
+
+`record` adds one in the caller's transaction (the engine's hot path writes them inside its own statements, with
+`insert_sql`); `notify` wakes the run's open streams once the transaction commits (Redis pub/sub; without Redis the
+streams look every second); `after` reads a run's events after a Last-Event-ID with their data rendered as the API
+renders the run or the step.
+
+Status events carry the run as it is when the event is sent, with the status of the event (a stream that is
+behind shows each status in order, and the run's fields as they are now).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from runs.models import Run, RunEvent, RunStep, ToolCall
+from runs.resources import MODEL_STEP, RUN, TOOL_CALL_STEP
+
+logger = logging.getLogger(__name__)
+
+T = RunEvent.Type
+STATUS_OF: dict[str, str] = {
+    T.QUEUED: Run.Status.QUEUED,
+    T.IN_PROGRESS: Run.Status.IN_PROGRESS,
+    T.REQUIRES_ACTION: Run.Status.REQUIRES_ACTION,
+    T.COMPLETED: Run.Status.COMPLETED,
+    T.FAILED: Run.Status.FAILED,
+    T.CANCELLED: Run.Status.CANCELLED,
+}
+EVENT_OF_STATUS: dict[str, str] = {status: event for event, status in STATUS_OF.items()}
+CLOSING = frozenset({T.REQUIRES_ACTION, T.COMPLETED, T.FAILED, T.CANCELLED})  # a stream ends after one of these
+BATCH = 200
+
+
+def channel(run_id: str) -> str:
+    return f"kagent:run:{run_id}"
+
+
+def last_id(run_id: str) -> int:
+    """The id of the run's latest event (0: none yet): where a page rendered now starts following it."""
+    return RunEvent.objects.filter(run_id=run_id).order_by("-id").values_list("id", flat=True).first() or 0
+
+
+def record(run_id: str, event_type: str, *, ref: str = "") -> None:
+    """One event, in the caller's transaction, and the run's streams woken after it commits."""
+    RunEvent.objects.create(run_id=run_id, type=event_type, ref=ref)
+    notify(run_id)
+
+
+def record_status(run_id: str, status: str) -> None:
+    event = EVENT_OF_STATUS.get(status)
+    if event is not None:
+        record(run_id, event)
+
+
+def insert_sql(source: str, *, type_param: str, ref_param: str | None = None) -> str:
+    """An INSERT of one event per row of the CTE `source` (which has the run's `id`), for the engine's statements."""
+    ref = f"%({ref_param})s" if ref_param else "''"
+    # Built from the engine's own names (the CTE, the parameters' names): every value is a bound parameter.
+    return (
+        f"INSERT INTO runs_runevent (run_id, type, ref, created_at) "  # noqa: S608
+        f"SELECT id, %({type_param})s, {ref}, now() FROM {source}"
+    )
+
+
+@lru_cache(maxsize=1)
+def _redis(url: str) -> Any:
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+
+
+def redis_url() -> str:
+    return str(getattr(settings, "REDIS_URL", "") or "")
+
+
+def notify(run_id: str) -> None:
+    """Wakes the run's open streams after the current transaction commits (at once outside one)."""
+    if redis_url():
+        transaction.on_commit(lambda: publish(run_id))
+
+
+def publish(run_id: str) -> None:
+    url = redis_url()
+    if not url:
+        return
+    try:
+        _redis(url).publish(channel(run_id), "1")
+    except Exception:  # a stream that misses the wake-up looks again within its keep-alive period
+        logger.warning("could not publish an event of run %s", run_id, exc_info=True)
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    type: str
+    data: dict[str, Any]
+
+    @property
+    def closes(self) -> bool:
+        return self.type in CLOSING
+
+    def sse(self) -> bytes:
+        import json
+
+        payload = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
+        return f"id: {self.id}\nevent: {self.type}\ndata: {payload}\n\n".encode()
+
+
+def _browser_step(rendered: dict[str, Any]) -> dict[str, Any]:
+    """What a browser (publishable key) is shown of a step: what happened, not the business's data (arguments,
+    upstream bodies and what the model was shown stay with the steps API, for the business's server)."""
+    shown = {key: rendered[key] for key in ("id", "object", "kind", "round", "created_at", "duration_ms")}
+    call = rendered.get("tool_call")
+    if isinstance(call, dict):
+        shown["tool_call"] = {
+            key: call.get(key) for key in ("call_id", "name", "kind", "effect", "status", "simulated", "policy")
+        }
+    return shown
+
+
+def after(run_id: str, last_id: int, *, full_steps: bool) -> list[Event]:
+    """The run's events after `last_id`, oldest first (at most BATCH), with their data."""
+    rows = list(RunEvent.objects.filter(run_id=run_id, id__gt=last_id).order_by("id")[:BATCH])
+    if not rows:
+        return []
+    run = Run.objects.get(pk=run_id)
+    refs = [row.ref for row in rows if row.ref]
+    steps = {step.pk: step for step in RunStep.objects.filter(pk__in=refs)} if refs else {}
+    calls = {call.pk: call for call in ToolCall.objects.filter(pk__in=refs)} if refs else {}
+    events = []
+    for row in rows:
+        if row.type == T.STEP_CREATED:
+            if row.ref in steps:
+                data = MODEL_STEP.render(steps[row.ref])
+            elif row.ref in calls:
+                data = TOOL_CALL_STEP.render(calls[row.ref])
+            else:
+                continue  # a step deleted since (its run's project deleted): nothing to show
+            events.append(Event(row.id, row.type, data if full_steps else _browser_step(data)))
+        else:
+            as_then = copy.copy(run)
+            as_then.status = STATUS_OF[row.type]
+            events.append(Event(row.id, row.type, RUN.render(as_then)))
+    return events

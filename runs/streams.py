@@ -1,0 +1,346 @@
+"""A run's events as Server-Sent Events: what was missed since Last-Event-ID, then each event as it is written, a
+keep-alive comment every 15 s, and the end after a terminal event or `run.requires_action`.
+
+Two forms of the same loop: a generator for WSGI servers (`bin/run`'s development server, gunicorn; it holds a
+thread while it streams) and an async generator for the ASGI server (`uvicorn kagent.asgi:application`, which
+serves `/v1/runs/{id}/events` in production without a thread per stream: see docker-compose.yml). Woken by the
+engine's notifications on Redis pub/sub, or looking every second without Redis (the embedded default).
+
+Each API key may hold KAGENT_STREAMS_PER_KEY streams open at once (a sorted set of open streams in Redis, each
+refreshed with its keep-alive, so a stream whose server died stops counting within a minute); the slot is given back
+when the server closes the response. A `store: false` run's content is purged (`on_end`) once its last event was
+written to the client.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
+from django.db import close_old_connections
+from django.http import HttpRequest, StreamingHttpResponse
+
+from kagent.models import ApiKey
+from kagent.throttle import RateLimited
+from runs import events
+from runs.events import Event
+from runs.models import Run
+from runs.services import run_purge
+
+KEEPALIVE_S = 15.0
+MAX_STREAM_S = 600.0  # then the stream ends; a client resumes with Last-Event-ID
+MAX_WSGI_STREAM_S = 120.0  # a WSGI server's stream holds a thread: shorter, resumed the same way
+POLL_WITHOUT_REDIS_S = 1.0
+OPEN_TTL_S = 60
+RETRY_MS = 2000
+SETTLED = frozenset({*Run.TERMINAL, Run.Status.REQUIRES_ACTION})
+
+
+class KeySlot:
+    """One place among what an API key (or a dashboard member) holds open at once (`kind`: event streams, waits), in
+    a Redis sorted set of open places, each refreshed while it is held, so a place whose server died stops counting
+    within a minute. `owner`: `key:<id>` or `member:<id>`."""
+
+    def __init__(self, owner: str, kind: str, limit: int) -> None:
+        self.name = f"kagent:{kind}:{owner}"
+        self.limit = limit
+        self.id = uuid.uuid4().hex
+        self.url = events.redis_url()
+
+    def try_take(self) -> bool:
+        if not self.url:
+            return True
+        client = events._redis(self.url)
+        now = time.time()
+        pipe = client.pipeline()
+        pipe.zremrangebyscore(self.name, 0, now - OPEN_TTL_S)
+        pipe.zadd(self.name, {self.id: now})
+        pipe.zcard(self.name)
+        pipe.expire(self.name, OPEN_TTL_S)
+        if pipe.execute()[2] <= self.limit:
+            return True
+        client.zrem(self.name, self.id)
+        return False
+
+    def refresh(self) -> None:
+        if self.url:
+            events._redis(self.url).zadd(self.name, {self.id: time.time()})
+
+    def release(self) -> None:
+        if self.url:
+            try:
+                events._redis(self.url).zrem(self.name, self.id)
+            except Exception:  # it stops counting within OPEN_TTL_S anyway
+                events.logger.warning("could not release a slot of %s", self.name, exc_info=True)
+
+
+class StreamSlot(KeySlot):
+    def __init__(self, owner: str) -> None:
+        super().__init__(owner, "streams", int(getattr(settings, "KAGENT_STREAMS_PER_KEY", 20)))
+
+    def take(self) -> None:
+        if not self.try_take():
+            raise RateLimited(f"This key has {self.limit} event streams open already; close one first.", 5)
+
+
+class ThreadPermit:
+    """A WSGI server's threads that may wait on runs at once (KAGENT_WAIT_THREADS per process: `wait` and event
+    streams served there), so waiting requests can never take every thread from the rest of the API."""
+
+    _lock = threading.Lock()
+    _semaphore: threading.BoundedSemaphore | None = None
+
+    @classmethod
+    def _get(cls) -> threading.BoundedSemaphore:
+        with cls._lock:
+            if cls._semaphore is None:
+                cls._semaphore = threading.BoundedSemaphore(int(getattr(settings, "KAGENT_WAIT_THREADS", 8)))
+            return cls._semaphore
+
+    def __init__(self) -> None:
+        self.held = False
+
+    def try_take(self) -> bool:
+        self.held = self._get().acquire(blocking=False)
+        return self.held
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._get().release()
+
+
+def _settled(run_id: str) -> bool:
+    status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+    return status is None or status in SETTLED
+
+
+def wait_settled(run_id: str, key: ApiKey, seconds: float) -> bool:
+    """`POST /v1/runs` with `wait`: up to `seconds` for the run to end or pause, woken by its events (no polling
+    with Redis). False when it didn't, or when there was no place to wait: KAGENT_WAITS_PER_KEY for the key,
+    KAGENT_WAIT_THREADS for this process. The caller answers with the run as it is either way."""
+    permit = ThreadPermit()
+    if not permit.try_take():
+        return False
+    slot = KeySlot(f"key:{key.pk}", "waits", int(getattr(settings, "KAGENT_WAITS_PER_KEY", 10)))
+    subscription = None
+    try:
+        if not slot.try_take():
+            return False
+        deadline = time.monotonic() + seconds
+        url = events.redis_url()
+        if url:
+            subscription = events._redis(url).pubsub(ignore_subscribe_messages=True)
+            subscription.subscribe(events.channel(run_id))  # before looking: no event is missed in between
+        while True:
+            if _settled(run_id):
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if subscription is not None:
+                subscription.get_message(timeout=min(left, 1.0))
+            else:
+                time.sleep(min(left, POLL_WITHOUT_REDIS_S / 4))
+    finally:
+        if subscription is not None:
+            subscription.close()
+        slot.release()
+        permit.release()
+
+
+class _Content:
+    """A stream's content for StreamingHttpResponse: the server closes it when the response ends (read to the end,
+    the client gone, or never started), and that gives back what the stream held (its key's slot, its thread)."""
+
+    def __init__(self, events: Any, *held: KeySlot | ThreadPermit) -> None:
+        self.events = events
+        self.held = held
+
+    def close(self) -> None:
+        try:
+            if hasattr(self.events, "close"):
+                self.events.close()
+        finally:
+            for place in self.held:
+                place.release()
+
+
+class Content(_Content):
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.events)
+
+
+class AsyncContent(_Content):
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return aiter(self.events)
+
+
+def last_event_id(raw: str | None) -> int:
+    """Last-Event-ID as the client sent it: our ids are integers; anything else starts from the beginning."""
+    try:
+        value = int(str(raw or "").strip())
+    except ValueError:
+        return 0
+    return max(0, value)
+
+
+def _next(run_id: str, after: int, *, full_steps: bool) -> tuple[list[Event], bool]:
+    """The events after `after`, and whether none will ever come (a run that ended writes its last event with its
+    status: a client that resumes after it gets an empty stream that ends at once, not one that waits)."""
+    batch = events.after(run_id, after, full_steps=full_steps)
+    if batch:
+        return batch, False
+    return [], not Run.objects.filter(pk=run_id).exclude(status__in=Run.TERMINAL).exists()
+
+
+def _next_in_a_pool_thread(run_id: str, after: int, *, full_steps: bool) -> tuple[list[Event], bool]:
+    try:
+        return _next(run_id, after, full_steps=full_steps)
+    finally:
+        close_old_connections()  # a pool thread's connection is closed when it gets old, as after a request
+
+
+def stream(
+    run_id: str, *, after: int, full_steps: bool, slot: StreamSlot, on_end: Callable[[], None] | None = None
+) -> Iterator[bytes]:
+    """The WSGI form (ends after MAX_WSGI_STREAM_S; an EventSource reconnects by itself with Last-Event-ID)."""
+    started = last_sent = time.monotonic()
+    subscription = None
+    try:
+        yield f"retry: {RETRY_MS}\n\n".encode()
+        url = events.redis_url()
+        if url:
+            subscription = events._redis(url).pubsub(ignore_subscribe_messages=True)
+            subscription.subscribe(events.channel(run_id))
+        while True:
+            batch, finished = _next(run_id, after, full_steps=full_steps)
+            if finished:
+                return
+            for event in batch:
+                yield event.sse()  # resumed once the server wrote it
+                after, last_sent = event.id, time.monotonic()
+                if event.closes:
+                    if on_end is not None:
+                        on_end()
+                    return
+            if time.monotonic() - started > MAX_WSGI_STREAM_S:
+                return
+            if subscription is not None:
+                subscription.get_message(timeout=KEEPALIVE_S)
+            else:
+                time.sleep(POLL_WITHOUT_REDIS_S)
+            if time.monotonic() - last_sent >= KEEPALIVE_S:
+                yield b": keep-alive\n\n"
+                slot.refresh()
+                last_sent = time.monotonic()
+    finally:
+        if subscription is not None:
+            subscription.close()
+
+
+async def astream(
+    run_id: str, *, after: int, full_steps: bool, slot: StreamSlot, on_end: Callable[[], None] | None = None
+) -> AsyncIterator[bytes]:
+    """The ASGI form: waits on Redis without holding a thread."""
+    import redis.asyncio
+
+    fetch = sync_to_async(_next_in_a_pool_thread, thread_sensitive=False)
+    started = last_sent = time.monotonic()
+    client: Any = None
+    subscription: Any = None
+    try:
+        yield f"retry: {RETRY_MS}\n\n".encode()
+        url = events.redis_url()
+        if url:
+            client = redis.asyncio.Redis.from_url(url)
+            subscription = client.pubsub(ignore_subscribe_messages=True)
+            await subscription.subscribe(events.channel(run_id))
+        while True:
+            batch, finished = await fetch(run_id, after, full_steps=full_steps)
+            if finished:
+                return
+            for event in batch:
+                yield event.sse()
+                after, last_sent = event.id, time.monotonic()
+                if event.closes:
+                    if on_end is not None:
+                        await sync_to_async(on_end, thread_sensitive=False)()
+                    return
+            if time.monotonic() - started > MAX_STREAM_S:
+                return
+            if subscription is not None:
+                await subscription.get_message(timeout=KEEPALIVE_S)
+            else:
+                import asyncio
+
+                await asyncio.sleep(POLL_WITHOUT_REDIS_S)
+            if time.monotonic() - last_sent >= KEEPALIVE_S:
+                yield b": keep-alive\n\n"
+                await sync_to_async(slot.refresh, thread_sensitive=False)()
+                last_sent = time.monotonic()
+    finally:
+        if subscription is not None:
+            await subscription.aclose()
+        if client is not None:
+            await client.aclose()
+
+
+@dataclass
+class StreamPlaces:
+    """What an event stream holds while it is open: its owner's slot and, on a WSGI server, one of the threads that
+    may wait. Taken before the run is created (`"stream": true`), so a refusal creates nothing."""
+
+    slot: StreamSlot
+    permit: ThreadPermit | None
+
+    @classmethod
+    def take(cls, request: HttpRequest, owner: str) -> StreamPlaces:
+        slot = StreamSlot(owner)
+        slot.take()
+        if isinstance(request, ASGIRequest):
+            return cls(slot, None)
+        permit = ThreadPermit()
+        if not permit.try_take():
+            slot.release()
+            raise RateLimited("This server holds all the event streams and waits it can; try again.", 2)
+        return cls(slot, permit)
+
+    def release(self) -> None:
+        self.slot.release()
+        if self.permit is not None:
+            self.permit.release()
+
+
+def event_stream(run: Run, places: StreamPlaces, *, after: int, full_steps: bool) -> StreamingHttpResponse:
+    """The run's events from `after` on, as Server-Sent Events; a `store: false` run's content is deleted once the
+    stream delivered its end, as when its result is read."""
+    run_id, store = run.pk, run.store
+
+    def purge_if_delivered() -> None:
+        if not store:
+            ended = Run.objects.filter(pk=run_id, status__in=Run.TERMINAL, purged_at__isnull=True).first()
+            if ended is not None:
+                run_purge(run=ended)
+
+    options: dict[str, Any] = {
+        "after": after,
+        "full_steps": full_steps,
+        "slot": places.slot,
+        "on_end": purge_if_delivered,
+    }
+    if places.permit is None:
+        content: Any = AsyncContent(astream(run_id, **options), places.slot)
+    else:
+        content = Content(stream(run_id, **options), places.slot, places.permit)
+    response = StreamingHttpResponse(content, content_type="text/event-stream; charset=utf-8")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # nginx: don't buffer the stream
+    return response

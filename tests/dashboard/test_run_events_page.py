@@ -1,0 +1,58 @@
+"""The dashboard's run event stream (`/runs/{id}/events/`), which the test panel and the runs inspector follow: the
+same events as the API's for the secret key, for a member signed in to the run's project, and a page that follows a
+live run says so in its markup (the browser test watches it work)."""
+
+from __future__ import annotations
+
+from django.test import Client
+
+from agents.services import agent_create, agent_publish
+from fakes.llm import calls, text
+from runs import engine
+from runs.services import panel_session_create, run_create
+from tests.dashboard.test_pages import signed_in
+from tests.runs.test_run_events import read
+
+HANDOFF = ("transfer_to_human", {"reason_type": "complaint", "summary": "Parcel arrived damaged"})
+
+
+def _panel_run(tenant, fake_llm, script, turns):
+    fake_llm.script(script, turns)
+    model = {"provider": "openai_compatible", "name": f"script:{script}"}
+    agent = agent_create(project=tenant.project, name=script, config={"model": model})
+    agent_publish(agent=agent, note="")
+    project = tenant.project
+    session = panel_session_create(project=project, agent_id=agent.pk)
+    run = run_create(project=project, api_key=None, agent_id=agent.pk, text="hi", session_id=session.pk, sandbox=True)
+    return agent, run
+
+
+def test_a_member_follows_a_runs_events(alice, fake_llm):
+    agent, run = _panel_run(alice, fake_llm, "dash-events", [calls(HANDOFF), text("Someone will take over.")])
+    member = signed_in(alice)
+    # While it is queued, the inspector's live part and the panel's turn follow the stream from where they stand.
+    live = member.get(f"/runs/{run.pk}/live/").content.decode()
+    assert f'data-run-events="/runs/{run.pk}/events/?last_event_id=' in live and "every 1s" not in live
+    engine.run_execute(run.pk)
+    got = read(member.get(f"/runs/{run.pk}/events/"))
+    assert [e["event"] for e in got] == [
+        "run.queued",
+        "run.in_progress",
+        "run.step.created",
+        "run.step.created",
+        "run.step.created",
+        "run.completed",
+    ]
+    assert got[3]["data"]["tool_call"]["arguments"]["summary"] == "Parcel arrived damaged"  # all of it, as for sk
+    # Resumed after the end: nothing, and the stream ends at once.
+    assert read(member.get(f"/runs/{run.pk}/events/", HTTP_LAST_EVENT_ID=str(got[-1]["id"]))) == []
+    # A finished run's page doesn't follow anything.
+    assert "data-run-events" not in member.get(f"/runs/{run.pk}/live/").content.decode()
+    assert "data-run-events" not in member.get(f"/agents/{agent.pk}/panel/runs/{run.pk}/").content.decode()
+
+
+def test_another_organization_and_the_signed_out_get_nothing(alice, bob, fake_llm):
+    _, run = _panel_run(alice, fake_llm, "dash-events-private", [text("x")])
+    assert signed_in(bob).get(f"/runs/{run.pk}/events/").status_code == 404
+    anonymous = Client().get(f"/runs/{run.pk}/events/")
+    assert anonymous.status_code == 302 and "/login/" in anonymous["Location"]
