@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from hooks import services
 from hooks.models import WebhookDelivery, WebhookEvent
+from runs.providers import retry
 from tests.runs.conftest import Harness
 
 EVERY_TYPE = [
@@ -76,5 +77,7 @@ def instant_retries(settings: Any) -> Any:
 
 
 @pytest.fixture
-def hk(h: Harness, upstream: Any, egress_settings: Any) -> Harness:
-    return h
+def hk(alice: Any, fake_llm: Any, upstream: Any, egress_settings: Any, monkeypatch: Any) -> Harness:
+    """Alice's runs, driven by the engine in this process (as tests/runs does), and the receiver reachable."""
+    monkeypatch.setattr(retry, "SLEEP", lambda seconds: None)
+    return Harness(alice, fake_llm)
