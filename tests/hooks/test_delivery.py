@@ -302,3 +302,24 @@ def _ticket(hk, number: int = 1) -> str:
         description="Crushed",
         rate_key=f"eu:customer-{number}",
     ).pk
+
+
+def test_a_run_that_needs_the_app_and_is_then_cancelled(hk, upstream):
+    create_endpoint(hk.api, upstream, types=["run.requires_action", "run.cancelled", "run.completed"])
+    agent = hk.agent(
+        "cart",
+        [calls(("get_cart", {})), text("Two items.")],
+        tools={"client": [{"name": "get_cart", "description": "The cart.", "effect": "read"}]},
+    )
+    run = hk.run(agent, "what's in my cart?")
+    assert run["status"] == "requires_action"
+    pump()
+    assert hk.api.post(f"/v1/runs/{run['id']}/cancel").status_code == 200
+    pump()
+    got = received(upstream)
+    assert [body["type"] for _, body in got] == ["run.requires_action", "run.cancelled"]
+    paused, cancelled = got[0][1]["data"], got[1][1]["data"]
+    assert paused["status"] == "requires_action"
+    assert [c["name"] for c in paused["required_action"]["tool_calls"]] == ["get_cart"]
+    assert cancelled["status"] == "cancelled" and cancelled["cancellation_reason"] == "requested"
+    assert len({request.headers["webhook-id"] for request, _ in got}) == 2
