@@ -133,3 +133,4 @@ class WebhookAttempt(models.Model):
     error_code = models.CharField(max_length=40, blank=True)
     response_excerpt = models.CharField(max_length=600, blank=True)
     outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    note = models.CharField(max_length=500, blank=True)  # what followed, e.g. the endpoint disabled after it

@@ -105,6 +105,7 @@ def _attempt(attempt: WebhookAttempt) -> dict[str, Any]:
         "duration_ms": attempt.duration_ms,
         "error_code": attempt.error_code or None,
         "response_excerpt": attempt.response_excerpt,
+        "note": attempt.note or None,
     }
 
 
@@ -125,6 +126,7 @@ _ATTEMPT_SCHEMA = {
         "duration_ms",
         "error_code",
         "response_excerpt",
+        "note",
     ],
     "properties": {
         "number": {"type": "integer"},
@@ -139,6 +141,7 @@ _ATTEMPT_SCHEMA = {
             "address_not_allowed, url_not_allowed, redirect_not_followed, upstream_failed",
         },
         "response_excerpt": {"type": "string", "description": "the start of the answer's body, secrets masked"},
+        "note": {"type": ["string", "null"], "description": "what followed: the endpoint disabled after it, and why"},
     },
 }
 

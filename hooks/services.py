@@ -349,7 +349,7 @@ def _record(
             fields["completed_at"] = now
         if not WebhookDelivery.objects.filter(pk=delivery.pk, leased_until=lease).update(**fields):
             return None  # deleted meanwhile, or held too long and taken by another worker: its attempt counts
-        WebhookAttempt.objects.create(
+        attempt = WebhookAttempt.objects.create(
             delivery_id=delivery.pk,
             number=delivery.attempts + 1,
             manual=delivery.manual,
@@ -366,18 +366,21 @@ def _record(
         else:
             endpoints.update(failing_since=Coalesce("failing_since", started_at))
             if exhausted:
-                _disable_if_failing(delivery, answer, now)
+                reason = _disable_if_failing(delivery, answer, now)
+                if reason:
+                    WebhookAttempt.objects.filter(pk=attempt.pk).update(note=reason)
     return result
 
 
-def _disable_if_failing(delivery: WebhookDelivery, answer: _Answer, now: datetime) -> None:
+def _disable_if_failing(delivery: WebhookDelivery, answer: _Answer, now: datetime) -> str:
     """Persistent failure: this delivery used up a day of retries and nothing reached the endpoint since it was
-    made. The endpoint is disabled, with the reason on it and in the log; its pending deliveries stop."""
+    made. The endpoint is disabled, with the reason on it and in the log; its pending deliveries stop. The reason
+    ("" when the endpoint stays as it is)."""
     endpoint = WebhookEndpoint.objects.select_for_update().get(pk=delivery.endpoint_id)
     if not endpoint.enabled or (
         endpoint.last_success_at is not None and endpoint.last_success_at >= delivery.created_at
     ):
-        return
+        return ""
     last = f"HTTP {answer.status_code}" if answer.status_code else answer.error_code or "no answer"
     reason = (
         f"Disabled automatically on {now:%Y-%m-%d %H:%M} UTC: every attempt to deliver {delivery.event_id} failed "
@@ -395,6 +398,7 @@ def _disable_if_failing(delivery: WebhookDelivery, answer: _Answer, now: datetim
         next_attempt_at=None,
         completed_at=now,
     )
+    return reason[:500]
 
 
 # --- manual redelivery ------------------------------------------------------------------------------------------

@@ -182,6 +182,7 @@ def test_an_endpoint_that_keeps_failing_is_disabled_and_says_why(hk, upstream, s
     [delivery] = hk.api.get(f"/v1/webhook_endpoints/{endpoint.id}/deliveries").json()["data"]
     assert delivery["status"] == "failed" and delivery["attempts"] == 3
     assert [a["outcome"] for a in delivery["log"]] == ["failed", "retrying", "retrying"]
+    assert delivery["log"][0]["note"] == shown["disabled_reason"]  # said in the log too
 
     # Disabled: nothing more is recorded for it, and redelivery says to enable it first.
     hk.api.patch(f"/v1/tickets/{ticket}", {"status": "open"}, format="json")
@@ -323,3 +324,16 @@ def test_a_run_that_needs_the_app_and_is_then_cancelled(hk, upstream):
     assert [c["name"] for c in paused["required_action"]["tool_calls"]] == ["get_cart"]
     assert cancelled["status"] == "cancelled" and cancelled["cancellation_reason"] == "requested"
     assert len({request.headers["webhook-id"] for request, _ in got}) == 2
+
+
+def test_recording_a_runs_event_adds_no_statement_to_the_run(hk, upstream, django_assert_max_num_queries):
+    """The outbox row rides in the engine's completing statement (tests/runs/test_engine.py pins the same 6)."""
+    from runs import engine
+
+    create_endpoint(hk.api, upstream, types=["run.completed"])
+    agent = hk.agent("pinned-hooks", [text("a"), text("b")])
+    hk.run(agent)  # warm
+    started = hk.start(agent)
+    with django_assert_max_num_queries(6):
+        engine.run_execute(started["id"])
+    assert WebhookEvent.objects.filter(object_id=started["id"], type="run.completed").count() == 1
