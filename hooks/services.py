@@ -250,9 +250,11 @@ class _Answer:
 
 
 def _excerpt(body: bytes, secrets: list[str]) -> str:
-    text = body.decode("utf-8", "replace")
-    text = "".join(ch if ch.isprintable() else " " for ch in mask_secrets(text, secrets, replacement="****"))
-    return text[:EXCERPT_CHARS]
+    """The start of an answer for the log: the endpoint's secrets masked (also without their `whsec_`), whole body
+    first, then cut; no control characters."""
+    values = [*secrets, *(secret.removeprefix("whsec_") for secret in secrets)]
+    text = mask_secrets(body.decode("utf-8", "replace"), values, replacement="****")
+    return "".join(ch if ch.isprintable() else " " for ch in text)[:EXCERPT_CHARS]
 
 
 def _send(endpoint: WebhookEndpoint, event: WebhookEvent, client: EgressClient, now: datetime) -> _Answer:
