@@ -32,7 +32,7 @@ class KObject:
         return self._data  # type: ignore[no-any-return]  # __slots__ member set through object.__setattr__
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("__") or name == "_data":  # copy and pickle look before __init__ ran
             raise AttributeError(name)
         try:
             return wrap(self._data[name])
@@ -65,6 +65,9 @@ class KObject:
 
     def __dir__(self) -> list[str]:
         return sorted({*super().__dir__(), *(key for key in self._data if key.isidentifier())})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (KObject, (self._data,))
 
     def __repr__(self) -> str:
         kind = self._data.get("object")
