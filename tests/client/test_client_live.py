@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
+import jwt
 import pytest
 from kagent_client import ApiError, AsyncClient, Client
 
@@ -271,3 +273,31 @@ def test_async_client_runs_async_client_tools_and_streams(live_server, start_wor
 @pytest.fixture
 def bob_and_alice(db: Any) -> tuple[Any, Any]:
     return make_tenant("alice"), make_tenant("bob")
+
+
+def test_an_app_with_a_publishable_key_runs_the_loop_for_a_verified_end_user(client_for, start_worker, fake_llm):
+    alice = make_tenant("alice")
+    server = client_for(alice.secret_key)
+    fake_llm.script("app", [calls(("get_cart", {})), text("One jacket in your cart.")])
+    agent = server.agents.create(name="app", config=config("app", client=[CART])).id
+    server.agents.publish(agent)
+    secret = server.end_user_secret.get().secret
+    token = jwt.encode({"sub": "cust-7", "exp": int(time.time()) + 600}, secret, "HS256")
+    start_worker(fake_llm.worker_env())
+
+    app = client_for(alice.publishable_key)
+    session = app.sessions.create(agent=agent, end_user_token=token)
+    run = app.runs.create_and_run(
+        agent=agent,
+        session=session.id,
+        input="cart?",
+        end_user_token=token,
+        client_tools={"get_cart": lambda: {"items": 1}},
+    )
+    assert (run.status, run.output.text) == ("completed", "One jacket in your cart.")
+    # The verified user's run is theirs: without the token a publishable key doesn't see it.
+    with pytest.raises(ApiError) as hidden:
+        app.runs.get(run.id)
+    assert hidden.value.status == 404
+    assert app.runs.get(run.id, end_user_token=token).status == "completed"
+    assert client_for(alice.publishable_key, end_user_token=token).sessions.get(session.id).id == session.id
