@@ -512,11 +512,17 @@ class Handoffs(Resource[O, L, I]):
     def get(self, handoff_id: str) -> O:
         return self._obj("GET", "/v1/handoffs/{handoff_id}", path_params={"handoff_id": handoff_id})
 
-    def update(self, handoff_id: str, *, status: str) -> O:
-        """Close (`"closed"`) or reopen (`"open"`) a handoff."""
-        return self._obj(
-            "PATCH", "/v1/handoffs/{handoff_id}", {"status": status}, path_params={"handoff_id": handoff_id}
-        )
+    def update(
+        self,
+        handoff_id: str,
+        *,
+        status: str | NotGiven = NOT_GIVEN,
+        assignee: str | None | NotGiven = NOT_GIVEN,
+        **fields: Json,
+    ) -> O:
+        """Close (`status="closed"`) or reopen (`"open"`) a handoff, or say who on the team has it."""
+        body = given(status=status, assignee=assignee, **fields)
+        return self._obj("PATCH", "/v1/handoffs/{handoff_id}", body, path_params={"handoff_id": handoff_id})
 
 
 class KnowledgeSources(Resource[O, L, I]):
@@ -598,8 +604,17 @@ class KnowledgeSources(Resource[O, L, I]):
 class WebhookEndpoints(Resource[O, L, I]):
     """Where the project's events (`ticket.created`, …) are delivered, signed; each endpoint's delivery log."""
 
-    def create(self, *, url: str, **fields: Json) -> O:
-        return self._obj("POST", "/v1/webhook_endpoints", {"url": url, **fields})
+    def create(
+        self,
+        *,
+        url: str,
+        event_types: Sequence[str],
+        description: str | NotGiven = NOT_GIVEN,
+        enabled: bool | NotGiven = NOT_GIVEN,
+        **fields: Json,
+    ) -> O:
+        body = given(url=url, event_types=[*event_types], description=description, enabled=enabled, **fields)
+        return self._obj("POST", "/v1/webhook_endpoints", body)
 
     def list(self, *, limit: int | None = None, cursor: str | None = None) -> L:
         return self._page("/v1/webhook_endpoints", params={"limit": limit, "cursor": cursor})
@@ -610,28 +625,49 @@ class WebhookEndpoints(Resource[O, L, I]):
     def get(self, endpoint_id: str) -> O:
         return self._obj("GET", "/v1/webhook_endpoints/{endpoint_id}", path_params={"endpoint_id": endpoint_id})
 
+    def update(
+        self,
+        endpoint_id: str,
+        *,
+        url: str | NotGiven = NOT_GIVEN,
+        event_types: Sequence[str] | NotGiven = NOT_GIVEN,
+        description: str | NotGiven = NOT_GIVEN,
+        enabled: bool | NotGiven = NOT_GIVEN,
+        **fields: Json,
+    ) -> O:
+        types = event_types if isinstance(event_types, NotGiven) else [*event_types]
+        body = given(url=url, event_types=types, description=description, enabled=enabled, **fields)
+        return self._obj("PATCH", "/v1/webhook_endpoints/{endpoint_id}", body, path_params={"endpoint_id": endpoint_id})
+
     def delete(self, endpoint_id: str) -> O:
         return self._obj("DELETE", "/v1/webhook_endpoints/{endpoint_id}", path_params={"endpoint_id": endpoint_id})
 
     def rotate_secret(self, endpoint_id: str) -> O:
+        """A new signing secret for the endpoint."""
         return self._obj(
             "POST", "/v1/webhook_endpoints/{endpoint_id}/rotate_secret", path_params={"endpoint_id": endpoint_id}
         )
 
-    def deliveries(self, endpoint_id: str, *, limit: int | None = None, cursor: str | None = None) -> L:
+    def deliveries(
+        self, endpoint_id: str, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> L:
         return self._page(
             "/v1/webhook_endpoints/{endpoint_id}/deliveries",
             path_params={"endpoint_id": endpoint_id},
-            params={"limit": limit, "cursor": cursor},
+            params={"status": status, "limit": limit, "cursor": cursor},
         )
 
-    def iterate_deliveries(self, endpoint_id: str) -> I:
-        return self._iterate("/v1/webhook_endpoints/{endpoint_id}/deliveries", path_params={"endpoint_id": endpoint_id})
+    def iterate_deliveries(self, endpoint_id: str, *, status: str | None = None) -> I:
+        return self._iterate(
+            "/v1/webhook_endpoints/{endpoint_id}/deliveries",
+            path_params={"endpoint_id": endpoint_id},
+            params={"status": status},
+        )
 
-    def redeliver(self, delivery_id: str) -> O:
+    def redeliver(self, endpoint_id: str, delivery_id: str) -> O:
         """Send a delivery again (with its event's id, so the receiver can deduplicate)."""
         return self._obj(
             "POST",
-            "/v1/webhook_endpoints/deliveries/{delivery_id}/redeliver",
-            path_params={"delivery_id": delivery_id},
+            "/v1/webhook_endpoints/{endpoint_id}/deliveries/{delivery_id}/redeliver",
+            path_params={"endpoint_id": endpoint_id, "delivery_id": delivery_id},
         )
