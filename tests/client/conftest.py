@@ -17,6 +17,7 @@ if str(CLIENT_SOURCE) not in sys.path:
 from kagent_client import Client  # noqa: E402
 
 from tests.client.loopback import Loopback  # noqa: E402
+from tests.runs.test_run_events_live import asgi_server  # noqa: E402, F401  # uvicorn serving kagent.asgi
 
 
 @pytest.fixture

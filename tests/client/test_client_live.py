@@ -301,3 +301,22 @@ def test_an_app_with_a_publishable_key_runs_the_loop_for_a_verified_end_user(cli
     assert hidden.value.status == 404
     assert app.runs.get(run.id, end_user_token=token).status == "completed"
     assert client_for(alice.publishable_key, end_user_token=token).sessions.get(session.id).id == session.id
+
+
+def test_streams_from_the_asgi_events_server(asgi_server, start_worker, fake_llm):
+    # Production serves run events from uvicorn (kagent.asgi): the same events, read by the same client.
+    alice = make_tenant("alice")
+    fake_llm.script("asgi", [calls(("get_cart", {})), text("Two items.")])
+    with Client(api_key=alice.secret_key, base_url=asgi_server) as client:
+        agent = client.agents.create(name="asgi", config=config("asgi", client=[CART])).id
+        client.agents.publish(agent)
+        session = client.sessions.create(agent=agent)
+        start_worker(fake_llm.worker_env())
+        events = list(client.runs.create_and_stream(agent=agent, session=session.id, input="cart?"))
+        assert [e.event for e in events] == ["run.queued", "run.in_progress", "run.step.created", "run.requires_action"]
+        run = events[-1].data
+        [call] = run.required_action.tool_calls
+        client.runs.submit_tool_outputs(run.id, tool_outputs=[{"call_id": call.call_id, "output": {"items": 2}}])
+        rest = list(client.runs.stream(run.id, last_event_id=events[-1].id))
+    assert [e.event for e in rest][-1] == "run.completed" and rest[-1].data.output.text == "Two items."
+    assert [int(e.id) for e in events + rest] == sorted({int(e.id) for e in events + rest})
