@@ -79,10 +79,10 @@ def test_a_post_whose_answer_never_came_is_not_sent_again(loopback):
 def test_a_get_is_sent_again_after_a_5xx_and_after_a_timeout(loopback):
     loopback.answer_in_turn(
         Answer(502, b"<html>bad gateway</html>", {"Content-Type": "text/html"}),
-        Answer(200, body(RUN), delay_s=2),  # times out
+        Answer(200, body(RUN), delay_s=6),  # times out
         Answer(200, body(RUN)),
     )
-    with Client(api_key="ka_sk_test", base_url=loopback.url, timeout=0.5) as client:
+    with Client(api_key="ka_sk_test", base_url=loopback.url, timeout=2) as client:
         assert client.runs.get("run_01").status == "queued"
     assert len(loopback.seen) == 3
 

@@ -393,6 +393,8 @@ class Runs(Resource[O, L, I]):
     ) -> O:
         """Start a run. With `wait` (up to 30 s) the answer comes when the run ended or needs client-tool outputs,
         or as it stands then. Never sent twice unless the server refused it before creating anything."""
+        if fields.get("stream"):
+            raise ValueError("A streamed run is read as events: use runs.create_and_stream(…).")
         body = given(
             agent=agent,
             input=input,
