@@ -20,6 +20,12 @@ from tests.runs.test_lifecycle import SIZE as SIZE_ACTION
 
 # Opening a screen in the app reads nothing of the business: offered to anonymous end users too.
 SIZE = {**SIZE_ACTION, "effect": "read"}
+HOURS = {
+    "name": "get_store_hours",
+    "description": "Returns the opening hours of the customer's nearest store.",
+    "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+    "effect": "read",
+}
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -85,14 +91,17 @@ def test_the_client_tool_loop_answers_two_client_tools_in_one_run(client_for, st
     ]
 
 
-def test_a_failing_or_unknown_client_tool_is_reported_as_an_error(client_for, start_worker, fake_llm):
+def test_a_failing_unknown_or_oversized_client_tool_is_reported_as_an_error(client_for, start_worker, fake_llm):
     alice = make_tenant("alice")
     client = client_for(alice.secret_key)
     fake_llm.script(
         "broken",
-        [calls(("get_cart", {}), ("open_size_guide", {"item": "boots"})), text("Sorry, that didn't work.")],
+        [
+            calls(("get_cart", {}), ("open_size_guide", {"item": "boots"}), ("get_store_hours", {})),
+            text("Sorry, that didn't work."),
+        ],
     )
-    agent = client.agents.create(name="broken", config=config("broken", client=[CART, SIZE])).id
+    agent = client.agents.create(name="broken", config=config("broken", client=[CART, SIZE, HOURS])).id
     client.agents.publish(agent)
     session = client.sessions.create(agent=agent)
     start_worker(fake_llm.worker_env())
@@ -101,14 +110,18 @@ def test_a_failing_or_unknown_client_tool_is_reported_as_an_error(client_for, st
         raise ConnectionError("cart service down")
 
     run = client.runs.create_and_run(
-        agent=agent, session=session.id, input="cart and boots size?", client_tools={"get_cart": get_cart}
+        agent=agent,
+        session=session.id,
+        input="cart, boots size and opening hours?",
+        client_tools={"get_cart": get_cart, "get_store_hours": lambda: {"hours": "9-5 " * 5000}},
     )
     assert run.status == "completed"
     results = {r["tool_call_id"]: r["content"] for r in fake_llm.requests("broken")[-1].new_tool_results}
-    assert len(results) == 2 and all(content.startswith("[TOOL FAILED]") for content in results.values())
+    assert len(results) == 3 and all(content.startswith("[TOOL FAILED]") for content in results.values())
     shown = " ".join(results.values())
     assert "get_cart failed: ConnectionError: cart service down" in shown
     assert "no client tool named 'open_size_guide'" in shown
+    assert "get_store_hours returned 2" in shown and "at most 16384" in shown
 
 
 def test_create_and_wait_returns_the_settled_run(client_for, start_worker, fake_llm):

@@ -25,6 +25,7 @@ CLOSING_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled", "run
 MAX_WAIT_S = 30  # the most `wait` the API takes
 DEFAULT_RETRY_MS = 2000  # until the server says (its `retry:` field)
 MAX_ERROR_MESSAGE = 300
+MAX_OUTPUT_BYTES = 16 * 1024  # the API's limit for one client-tool output
 
 ClientTool = Callable[..., Any]
 
@@ -46,10 +47,15 @@ def _error_output(message: str) -> dict[str, Any]:
 
 
 def _output_for(call: Mapping[str, Any], result: Any) -> dict[str, Any]:
+    """The function's return value as the call's output; what the API would refuse for the whole submission (not
+    JSON, over 16 KiB) is answered as this call's error instead, so the run goes on."""
     try:
-        json.dumps(result)
+        size = len(json.dumps(result, ensure_ascii=False).encode())
     except (TypeError, ValueError):
         detail = f"{call['name']} returned {type(result).__name__}, which is not JSON."
+        return {"call_id": call["call_id"], "output": _error_output(detail), "is_error": True}
+    if size > MAX_OUTPUT_BYTES:
+        detail = f"{call['name']} returned {size} bytes of JSON; a client tool's output is at most {MAX_OUTPUT_BYTES}."
         return {"call_id": call["call_id"], "output": _error_output(detail), "is_error": True}
     return {"call_id": call["call_id"], "output": result, "is_error": False}
 
