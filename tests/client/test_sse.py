@@ -102,3 +102,23 @@ def test_a_stream_refused_is_an_api_error(loopback):
     with Client(api_key="ka_sk_test", base_url=loopback.url) as client, pytest.raises(ApiError) as raised:
         next(iter(client.runs.stream("run_01")))
     assert (raised.value.status, raised.value.code) == (404, "not_found")
+
+
+def test_a_run_started_streaming_is_followed_after_its_stream_ends_and_started_once(loopback):
+    run = {"id": "run_01", "object": "run", "status": "queued"}
+
+    def script(seen: Seen) -> Answer:
+        headers = {"Content-Type": "text/event-stream"}
+        if seen.method == "POST":
+            return Answer(201, [b"retry: 10\n\n", sse(1, "run.queued", run)], headers)
+        return Answer(200, [sse(2, "run.in_progress", run), sse(3, "run.completed", run)], headers)
+
+    loopback.answer(script)
+    with Client(api_key="ka_sk_test", base_url=loopback.url) as client:
+        events = list(client.runs.create_and_stream(agent="agt_1", input="hi"))
+    assert [e.event for e in events] == ["run.queued", "run.in_progress", "run.completed"]
+    assert [(s.method, s.path, s.headers.get("last-event-id")) for s in loopback.seen] == [
+        ("POST", "/v1/runs", None),
+        ("GET", "/v1/runs/run_01/events", "1"),
+    ]
+    assert json.loads(loopback.seen[0].body) == {"agent": "agt_1", "input": "hi", "stream": True}

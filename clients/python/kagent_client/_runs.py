@@ -162,7 +162,8 @@ class SyncRuns(Runs[KObject, Page, Iterator[KObject]]):
     ) -> KObject:
         """Start a run and answer its client-tool calls with `client_tools` (name -> function called with the
         call's arguments as keyword arguments; its return value, JSON, is the output) until the run ends; returns
-        the final run. A function that raises, or a tool name with no function, is answered with `is_error`."""
+        the final run. A function that raises, or a tool name with no function, is answered with `is_error`.
+        `timeout` bounds each wait for the run to settle (RunTimeout), not the whole loop."""
         token = fields.get("end_user_token") or None
         run = self.create_and_wait(timeout=timeout, poll_interval=poll_interval, **fields)
         while run.status == "requires_action":
@@ -200,13 +201,18 @@ class SyncRuns(Runs[KObject, Page, Iterator[KObject]]):
         follow = _Follow(None)
         request = _stream_create_request(fields)
         run_id = None
-        with closing(self._read(self._r.send(request, stream=True), follow)) as events:
-            for event in events:
-                if run_id is None and isinstance(event.data, KObject):
-                    run_id = event.data.get("id")
-                yield event
-                if event.event in CLOSING_EVENTS:
-                    return
+        try:
+            with closing(self._read(self._r.send(request, stream=True), follow)) as events:
+                for event in events:
+                    if run_id is None and isinstance(event.data, KObject):
+                        run_id = event.data.get("id")
+                    yield event
+                    if event.event in CLOSING_EVENTS:
+                        return
+        except httpx.TransportError as error:
+            if run_id is None:  # the run may exist: never started twice
+                raise connection_error(request, error) from error
+            follow.failures += 1
         if run_id is None:
             raise ApiError(0, "stream_ended", "The run's event stream ended before it named the run.")
         self._r.sleep(follow.retry_ms / 1000)
@@ -317,13 +323,18 @@ class AsyncRuns(Runs[Awaitable[KObject], Awaitable[Page], AsyncIterator[KObject]
         follow = _Follow(None)
         request = _stream_create_request(fields)
         run_id = None
-        async with aclosing(self._read(await self._r.send(request, stream=True), follow)) as events:
-            async for event in events:
-                if run_id is None and isinstance(event.data, KObject):
-                    run_id = event.data.get("id")
-                yield event
-                if event.event in CLOSING_EVENTS:
-                    return
+        try:
+            async with aclosing(self._read(await self._r.send(request, stream=True), follow)) as events:
+                async for event in events:
+                    if run_id is None and isinstance(event.data, KObject):
+                        run_id = event.data.get("id")
+                    yield event
+                    if event.event in CLOSING_EVENTS:
+                        return
+        except httpx.TransportError as error:
+            if run_id is None:
+                raise connection_error(request, error) from error
+            follow.failures += 1
         if run_id is None:
             raise ApiError(0, "stream_ended", "The run's event stream ended before it named the run.")
         await self._r.sleep(follow.retry_ms / 1000)
