@@ -180,6 +180,7 @@ def test_stream_gives_the_events_in_order_and_resumes(client_for, start_worker, 
     assert [(e.id, e.event) for e in whole] == [(e.id, e.event) for e in events]
     assert [e.id for e in client.runs.stream(run.id, last_event_id=whole[1].id)] == [e.id for e in events[2:]]
     assert [e.id for e in client.runs.stream(run.id, last_event_id=whole[-1].id)] == [e.id for e in rest]
+    assert list(client.runs.stream(run.id, last_event_id=rest[-1].id)) == []  # the run ended: nothing more
 
     # A one-shot run streamed from the start to its end.
     done = client.runs.create_and_stream(agent=simple, input="hi")

@@ -122,3 +122,10 @@ def test_a_run_started_streaming_is_followed_after_its_stream_ends_and_started_o
         ("GET", "/v1/runs/run_01/events", "1"),
     ]
     assert json.loads(loopback.seen[0].body) == {"agent": "agt_1", "input": "hi", "stream": True}
+
+
+def test_a_204_ends_the_stream_without_reconnecting(loopback):
+    loopback.answer(lambda seen: Answer(204, b"", {}))
+    with Client(api_key="ka_sk_test", base_url=loopback.url) as client:
+        assert list(client.runs.stream("run_01", last_event_id=9)) == []
+    assert [(s.method, s.path) for s in loopback.seen] == [("GET", "/v1/runs/run_01/events")]

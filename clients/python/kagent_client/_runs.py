@@ -231,7 +231,11 @@ class SyncRuns(Runs[KObject, Page, Iterator[KObject]]):
             request = _events_request(run_id, follow.last_event_id, end_user_token)
             received = False
             try:
-                with closing(self._read(self._r.send(request, stream=True), follow)) as events:
+                response = self._r.send(request, stream=True)
+                if response.status_code == 204:  # the run ended and every event is behind us: stop, as EventSource
+                    response.close()
+                    return
+                with closing(self._read(response, follow)) as events:
                     for event in events:
                         received = True
                         yield event
@@ -242,7 +246,7 @@ class SyncRuns(Runs[KObject, Page, Iterator[KObject]]):
                 if follow.failures > self._r.policy.max_retries:
                     raise connection_error(request, error) from error
             if not received and self.get(run_id, end_user_token=end_user_token).status in TERMINAL:
-                return  # resumed after the run's last event: nothing more will come
+                return  # resumed after the run's last event (a server that answers 200 rather than 204)
             self._r.sleep(follow.retry_ms / 1000)
 
 
@@ -355,7 +359,11 @@ class AsyncRuns(Runs[Awaitable[KObject], Awaitable[Page], AsyncIterator[KObject]
             request = _events_request(run_id, follow.last_event_id, end_user_token)
             received = False
             try:
-                async with aclosing(self._read(await self._r.send(request, stream=True), follow)) as events:
+                response = await self._r.send(request, stream=True)
+                if response.status_code == 204:
+                    await response.aclose()
+                    return
+                async with aclosing(self._read(response, follow)) as events:
                     async for event in events:
                         received = True
                         yield event
