@@ -539,6 +539,8 @@ def test_desk_closes_and_reopens_tickets_and_handoffs(alice):
     assert client.post(f"/desk/tickets/{test_ticket.pk}/", {"status": "maybe"}).status_code == 302
     test_ticket.refresh_from_db()
     assert test_ticket.status == "open"
+    flagged_row = client.get("/desk/").content.decode().split('id="flagged"')[1]
+    assert 'badge ok">closed</span>' in flagged_row  # the flagged conversation, closed with its handoff
     conversation = client.get(f"/sessions/{session.pk}/").content.decode()
     assert "TKT-7" in conversation and "Threat" in conversation
 
