@@ -44,8 +44,9 @@ def test_a_member_follows_a_runs_events(alice, fake_llm):
         "run.completed",
     ]
     assert got[3]["data"]["tool_call"]["arguments"]["summary"] == "Parcel arrived damaged"  # all of it, as for sk
-    # Resumed after the end: nothing, and the stream ends at once.
-    assert read(member.get(f"/runs/{run.pk}/events/", HTTP_LAST_EVENT_ID=str(got[-1]["id"]))) == []
+    # Resumed after the end: 204, which tells the browser's EventSource to stop reconnecting.
+    after_end = member.get(f"/runs/{run.pk}/events/", HTTP_LAST_EVENT_ID=str(got[-1]["id"]))
+    assert after_end.status_code == 204 and after_end.content == b""
     # A finished run's page doesn't follow anything.
     assert "data-run-events" not in member.get(f"/runs/{run.pk}/live/").content.decode()
     assert "data-run-events" not in member.get(f"/agents/{agent.pk}/panel/runs/{run.pk}/").content.decode()
