@@ -1,0 +1,32 @@
+"""The chat widget's demo page (`/widget/demo/`): a stand-in for a business's own page, embedding `/widget.js` with a
+publishable key and an agent given in the query (`bin/run` prints the link for the demo agent). Public: it holds
+nothing but what the link gave it, and a publishable key is meant to be seen."""
+
+from __future__ import annotations
+
+import re
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from kagent.auth import KEY_RE
+from kagent.converters import ID_PATTERN
+
+AGENT_RE = re.compile(rf"^agt_{ID_PATTERN.removeprefix('[a-z]{2,5}_')}$")  # linear: anchored, fixed length
+
+
+@require_GET
+def widget_demo(request: HttpRequest) -> HttpResponse:
+    key = (request.GET.get("key") or "").strip()
+    agent = (request.GET.get("agent") or "").strip()
+    problems: list[str] = []
+    if key or agent:
+        if not (KEY_RE.match(key) and key.startswith("ka_pk_")):
+            problems.append("Publishable key: a publishable key starts with ka_pk_ (never put a secret key in a page).")
+        if not AGENT_RE.match(agent):
+            problems.append("Agent: an agent id looks like agt_ followed by 26 letters and digits.")
+    ready = bool(key and agent and not problems)
+    origin = request.build_absolute_uri("/").rstrip("/")
+    context = {"key": key, "agent": agent, "problems": problems, "ready": ready, "origin": origin}
+    return render(request, "widget/demo.html", context)
