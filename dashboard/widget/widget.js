@@ -21,7 +21,8 @@
   if (window.KAgent && window.KAgent.version) return; // loaded twice: the first one stays
 
   var CLOSING = { "run.completed": 1, "run.failed": 1, "run.cancelled": 1, "run.requires_action": 1 };
-  var MAX_RECONNECTS = 8;
+  var MAX_RECONNECTS = 8; // failed attempts in a row
+  var MAX_QUIET_MS = 5 * 60 * 1000; // a run that says nothing for this long: the customer is told
   var script = document.currentScript;
   var scriptUrl = script && script.src ? script.src : "";
   var instance = null;
@@ -53,6 +54,7 @@
     }
     if (code === "network") return "We can't reach the chat right now. Check your connection and try again.";
     if (code === "invalid_end_user_token") return "Your sign-in has expired. Please reload the page to continue.";
+    if (code === "timeout") return "This is taking longer than usual. Please try again in a moment.";
     if (code === "run_failed") return "Sorry, we couldn't answer that. Please try again.";
     if (code === "invalid_api_key" || code === "api_key_revoked" || code === "origin_not_allowed" ||
         code === "publishable_key_not_allowed" || code === "not_published" || code === "not_found") {
@@ -287,24 +289,27 @@
   // network) is opened again with Last-Event-ID, so nothing is missed and nothing is shown twice.
   Widget.prototype.follow = function (runId, afterId) {
     var self = this;
-    var state = { lastId: afterId || 0, retryMs: 2000, failures: 0, closing: null };
+    var state = { lastId: afterId || 0, retryMs: 2000, failures: 0, closing: null, heardAt: Date.now() };
     function round() {
       var before = state.lastId;
       return self.stream(runId, state).then(function () {
         if (state.closing) return self.settle(runId, state.closing, state.lastId);
-        state.failures = state.lastId > before ? 0 : state.failures + 1;
-        return again();
+        state.failures = 0;
+        if (state.lastId > before) { // ended early (a server's or a proxy's limit): on at once, from where it was
+          state.heardAt = Date.now();
+          return round();
+        }
+        if (Date.now() - state.heardAt > MAX_QUIET_MS) throw new Problem("timeout");
+        return sleep(state.retryMs).then(round);
       }, function (problem) {
         if (problem.status && problem.status !== 429 && problem.status < 500) throw problem;
+        if (state.lastId > before) state.failures = 0;
         state.failures += 1;
-        return again(problem);
+        if (state.failures > MAX_RECONNECTS) throw problem;
+        var wait = Math.min(state.retryMs * state.failures, 15000);
+        if (problem.retryAfter) wait = Math.max(wait, (parseInt(problem.retryAfter, 10) || 0) * 1000);
+        return sleep(wait).then(round);
       });
-    }
-    function again(problem) {
-      if (state.failures > MAX_RECONNECTS) throw problem || new Problem("network");
-      var wait = Math.min(state.retryMs * Math.max(1, state.failures), 15000);
-      if (problem && problem.retryAfter) wait = Math.max(wait, parseInt(problem.retryAfter, 10) * 1000 || 0);
-      return sleep(wait).then(round);
     }
     return round();
   };

@@ -20,10 +20,11 @@ import jwt
 import pytest
 from playwright.sync_api import expect
 
-from fakes.llm import calls, text
+from fakes.llm import Fault, calls, text
 from kagent import throttle
 from kagent.models import ApiKey
 from kagent.services import api_key_origins_update
+from runs import streams
 from runs.models import Handoff, Run, Session, Ticket
 from tests.conftest import Tenant
 from tests.dashboard.conftest import DESKTOP, PHONE, new_page, screenshot
@@ -307,3 +308,44 @@ def test_the_api_keys_page_sets_a_keys_allowed_origins_with_errors_next_to_the_f
     key.refresh_from_db()
     assert key.allowed_origins == ["https://shop.example", "http://localhost:3000"]
     assert re.search(r"/settings/api-keys/$", page.url)
+
+
+def test_a_stream_that_ends_before_the_run_does_is_resumed_where_it_stopped(
+    alice, live_server, browser, shop, start_worker, fake_llm, monkeypatch
+):
+    # The server ends every event stream as soon as it has sent what there is (as a proxy's or the WSGI server's
+    # time limit does, sooner): the widget reads on with Last-Event-ID, missing nothing and showing nothing twice.
+    monkeypatch.setattr(streams, "MAX_WSGI_STREAM_S", 0.0)
+    slow = [Fault(delay_s=0.5)]
+    fake_llm.script(
+        "widget-resume",
+        [calls(HANDOFF, faults=slow), text("Someone from our team will take over here.", faults=slow)],
+    )
+    agent = publish_agent(alice, fake_llm, "widget-resume")
+    allow(alice, shop.origin)
+    start_worker(fake_llm.worker_env())
+    page = new_page(browser, live_server, **DESKTOP)
+    followed: list[str | None] = []
+    page.on(
+        "request",
+        lambda request: (
+            followed.append(request.headers.get("last-event-id"))
+            if request.url.endswith("/events") and request.method == "GET"
+            else None
+        ),
+    )
+    try:
+        page.goto(widget_page(alice, live_server, shop, agent))
+        page.get_by_role("button", name="Chat with us").click()
+        send(page, "The parcel arrived broken")
+        log = page.get_by_role("log", name="Conversation")
+        answer = "Assistant said:Someone from our team will take over here."
+        expect(log.locator(".message.assistant")).to_have_text([answer], timeout=LIVE)
+        expect(log.locator(".notice.handoff")).to_have_count(1)
+        assert len(followed) >= 2, followed
+        assert followed[0] is None
+        resumed = [int(value) for value in followed[1:] if value is not None]
+        assert resumed and resumed == sorted(resumed), followed
+        assert page.js_errors == []
+    finally:
+        page.context.close()
