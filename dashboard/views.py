@@ -150,6 +150,9 @@ def api_key_origins(request: MemberRequest, key_id: str) -> HttpResponse:
     except NotFound:
         raise Http404("No such API key.") from None
     except ApiError as exc:
+        if exc.code == "origins_for_publishable_keys_only":  # no field on the page to show it by
+            messages.error(request, exc.message)
+            return redirect("dashboard:api-keys")
         problem = OriginsProblem(key_id, text, exc.message)
         return _api_keys_page(request, ApiKeyCreateForm(), None, None, problem)
     shown = ", ".join(key.allowed_origins) or "none: no web page may use it"

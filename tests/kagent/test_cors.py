@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 from django.core.cache import cache
 from django.core.management import call_command
@@ -17,7 +18,8 @@ from kagent.errors import ApiError
 from kagent.models import ApiKey
 from kagent.services import api_key_origins_update
 from runs import engine
-from tests.conftest import Tenant
+from tests.conftest import Tenant, make_tenant
+from tests.runs.test_run_events_live import asgi_server as uvicorn_events_server  # noqa: F401 (a fixture, by this name)
 
 SHOP = "https://shop.example"
 EVIL = "https://evil.example"
@@ -262,3 +264,27 @@ def test_a_browser_step_carries_the_receipt_of_a_handoff_the_tool_made(alice, fa
     made = Handoff.objects.get(session_id=session)
     assert f'"receipt":{{"handoff":{{"id":"{made.pk}","status":"open"}}}}' in body
     assert "Parcel arrived damaged" not in body  # the summary is the business's, not the browser's
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_events_server_answers_preflights_and_streams_with_the_headers(uvicorn_events_server, fake_llm):  # noqa: F811
+    # Production serves event streams from uvicorn (kagent.asgi): the middleware's async form.
+    tenant = make_tenant("alice")
+    allow(tenant, SHOP)
+    agent = agent_for(tenant, fake_llm, "cors-asgi", [text("through uvicorn")])
+    browser = tenant.client(tenant.publishable_key)
+    session = browser.post("/v1/sessions", {"agent": agent}, format="json").json()["id"]
+    run = browser.post("/v1/runs", {"agent": agent, "session": session, "input": "hi"}, format="json").json()
+    engine.run_execute(run["id"])
+    url = f"{uvicorn_events_server}/v1/runs/{run['id']}/events"
+    asked = {"Origin": SHOP, "Access-Control-Request-Method": "GET", "Access-Control-Request-Headers": "authorization"}
+    answered = httpx.options(url, headers=asked)
+    assert answered.status_code == 204 and answered.headers["access-control-allow-origin"] == SHOP
+    refused = httpx.options(url, headers={**asked, "Origin": EVIL})
+    assert refused.status_code == 403 and "access-control-allow-origin" not in refused.headers
+    headers = {"Authorization": f"Bearer {tenant.publishable_key}", "Origin": SHOP, "Accept": "text/event-stream"}
+    with httpx.stream("GET", url, headers=headers, timeout=20) as stream:
+        assert stream.status_code == 200
+        assert stream.headers["access-control-allow-origin"] == SHOP
+        assert "through uvicorn" in stream.read().decode()
+    assert httpx.get(url, headers={**headers, "Origin": EVIL}).status_code == 403
