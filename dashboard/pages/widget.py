@@ -21,7 +21,10 @@ def widget_demo(request: HttpRequest) -> HttpResponse:
     key = (request.GET.get("key") or "").strip()
     agent = (request.GET.get("agent") or "").strip()
     problems: list[str] = []
-    if key or agent:
+    if key.startswith("ka_sk_"):
+        problems.append("Publishable key: that is a secret key. Never put it in a web page: revoke it (dashboard).")
+        key = ""  # not shown back
+    elif key or agent:
         if not (KEY_RE.match(key) and key.startswith("ka_pk_")):
             problems.append("Publishable key: a publishable key starts with ka_pk_ (never put a secret key in a page).")
         if not AGENT_RE.match(agent):

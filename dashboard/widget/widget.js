@@ -83,7 +83,11 @@
     var self = this;
     var host = el("div", { "data-kagent-widget": "" });
     var root = host.attachShadow ? host.attachShadow({ mode: "open" }) : host; // styles kept apart from the page's
-    root.appendChild(el("link", { rel: "stylesheet", href: new URL("widget.css", scriptUrl || this.apiBase + "/").href }));
+    var sheet = el("link", { rel: "stylesheet", href: new URL("widget.css", scriptUrl || this.apiBase + "/").href });
+    host.style.display = "none"; // shown once styled: no flash of a bare button on the page
+    sheet.addEventListener("load", function () { host.style.display = ""; });
+    sheet.addEventListener("error", function () { host.style.display = ""; });
+    root.appendChild(sheet);
 
     this.launcher = el("button", { type: "button", class: "launcher", "aria-expanded": "false",
       "aria-controls": "kagent-panel" }, this.launcherLabel);
@@ -208,7 +212,10 @@
     var self = this;
     var stored = null;
     try { stored = sessionStorage.getItem(this.storageKey); } catch (e) { /* storage blocked: one per page */ }
-    if (stored || this.sessionId) return Promise.resolve(stored || this.sessionId);
+    if (stored || this.sessionId) {
+      this.sessionId = stored || this.sessionId;
+      return Promise.resolve(this.sessionId);
+    }
     return this.call("POST", "/v1/sessions", this.withToken({ agent: this.agent })).then(function (made) {
       self.remember(made.id);
       return made.id;
