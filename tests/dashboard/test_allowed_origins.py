@@ -51,3 +51,13 @@ def test_the_page_shows_the_embed_snippet_and_a_field_for_each_active_publishabl
     assert f'id="f-allowed_origins-{publishable.pk}"' in page
     assert f'id="f-allowed_origins-{keys(alice)[ApiKey.Kind.SECRET].pk}"' not in page
     assert "/widget.js" in page
+
+
+def test_a_new_publishable_key_comes_with_the_widgets_snippet(alice):
+    page = signed_in(alice).post("/settings/api-keys/", {"kind": "publishable", "name": "website"}).content.decode()
+    raw = page.split('id="new-key" class="key">')[1].split("<")[0]
+    assert raw.startswith("ka_pk_")
+    assert f'/widget.js" data-key="{raw}" data-agent="agt_…" async&gt;' in page
+    secret = signed_in(alice).post("/settings/api-keys/", {"kind": "secret", "name": "server"}).content.decode()
+    raw_secret = secret.split('id="new-key" class="key">')[1].split("<")[0]
+    assert raw_secret.startswith("ka_sk_") and f'data-key="{raw_secret}"' not in secret
