@@ -362,7 +362,8 @@ EVENTS_DESCRIPTION = (
     "run.failed, run.cancelled; `data:` the run as the API renders it (or the step, as the steps API does — a "
     "publishable key sees what happened, not the business's data, and in `tool_call.receipt` the handoff or the ticket "
     "number a built-in tool really made); `id:` resume after it with Last-Event-ID. The "
-    "stream ends after a terminal event or run.requires_action; a comment every 15 s keeps it open."
+    "stream ends after a terminal event or run.requires_action; a comment every 15 s keeps it open. Resuming after "
+    "the last event of a run that ended answers 204 (an EventSource stops reconnecting)."
 )
 
 
@@ -376,7 +377,10 @@ class RunEventsApi(ProjectApi):
             OpenApiParameter("Last-Event-ID", str, OpenApiParameter.HEADER, description="resume after this event"),
             OpenApiParameter("last_event_id", int, description="the same, for clients that can't set headers"),
         ],
-        responses={(200, "text/event-stream"): OpenApiResponse(description=EVENTS_DESCRIPTION)},
+        responses={
+            (200, "text/event-stream"): OpenApiResponse(description=EVENTS_DESCRIPTION),
+            204: OpenApiResponse(description="The run ended and every one of its events is behind Last-Event-ID."),
+        },
         description=EVENTS_DESCRIPTION,
     )
     def get(self, request: Request, run_id: str) -> HttpResponseBase:
