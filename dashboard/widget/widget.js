@@ -327,6 +327,11 @@
     if (state.lastId) headers["Last-Event-ID"] = String(state.lastId);
     return this.request("GET", "/v1/runs/" + encodeURIComponent(runId) + "/events", null, headers)
       .then(function (response) {
+        if (response.status === 204) { // the run ended and every event was read: its end is the run as it is now
+          return self.call("GET", "/v1/runs/" + encodeURIComponent(runId)).then(function (run) {
+            state.closing = { type: "run." + run.status, data: run };
+          });
+        }
         if (!response.ok) {
           throw new Problem(response.status === 429 ? "rate_limited" : "http_" + response.status, response.status,
             response.headers.get("Retry-After"));
