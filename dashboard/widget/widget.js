@@ -118,6 +118,7 @@
     this.closeButton.addEventListener("click", function () { self.close(); });
     this.panel.addEventListener("keydown", function (event) {
       if (event.key === "Escape") { event.preventDefault(); self.close(); }
+      if (event.key === "Tab" && self.fullScreen()) self.keepFocusInside(event);
     });
     this.input.addEventListener("keydown", function (event) {
       if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
@@ -128,7 +129,22 @@
     this.form.addEventListener("submit", function (event) { event.preventDefault(); self.submit(); });
   };
 
+  // Under 480 px the chat covers the page, so it acts as a modal dialog there: focus stays inside.
+  Widget.prototype.fullScreen = function () {
+    return !!(window.matchMedia && window.matchMedia("(max-width: 480px)").matches);
+  };
+
+  Widget.prototype.keepFocusInside = function (event) {
+    var stops = [this.closeButton, this.log, this.input, this.send].filter(function (node) { return !node.disabled; });
+    var root = this.panel.getRootNode();
+    var index = stops.indexOf(root.activeElement);
+    var next = event.shiftKey ? (index <= 0 ? stops.length - 1 : index - 1) : (index + 1) % stops.length;
+    event.preventDefault();
+    stops[next].focus();
+  };
+
   Widget.prototype.open = function () {
+    this.panel.setAttribute("aria-modal", this.fullScreen() ? "true" : "false");
     this.panel.hidden = false;
     this.launcher.setAttribute("aria-expanded", "true");
     this.launcher.hidden = true;

@@ -200,7 +200,9 @@ def test_a_customer_talks_to_the_agent_on_the_shops_site_and_is_handed_to_a_pers
         stored = page.evaluate("() => Object.entries(sessionStorage)")
         assert [value for name, value in stored if name.startswith("kagent:session:")] == [session.pk]
 
-        # Keyboard: Escape closes and gives focus back to the launcher; Enter on it opens again.
+        # Keyboard: on a desktop the chat sits beside the page (not modal); Escape closes and gives focus back to the
+        # launcher; Enter on it opens again.
+        expect(page.get_by_role("dialog")).to_have_attribute("aria-modal", "false")
         page.keyboard.press("Escape")
         expect(page.get_by_role("dialog")).to_be_hidden()
         launcher = page.get_by_role("button", name="Chat with us")
@@ -251,6 +253,15 @@ def test_on_a_phone_the_chat_takes_the_whole_screen(alice, live_server, browser,
             size = control.bounding_box()
             assert size["width"] >= 44 and size["height"] >= 44  # big enough for a finger
         screenshot(page, "widget-phone", full_page=False)
+        # Covering the page, the chat is a modal dialog: Tab goes round inside it.
+        expect(page.get_by_role("dialog")).to_have_attribute("aria-modal", "true")
+        expect(page.get_by_label("Message")).to_be_focused()
+        page.keyboard.press("Tab")
+        expect(page.get_by_role("button", name="Send")).to_be_focused()
+        page.keyboard.press("Tab")
+        expect(page.get_by_role("button", name="Close chat")).to_be_focused()
+        page.keyboard.press("Shift+Tab")
+        expect(page.get_by_role("button", name="Send")).to_be_focused()
         page.get_by_role("button", name="Close chat").click()
         expect(page.get_by_role("button", name="Chat with us")).to_be_visible()
         assert page.js_errors == []
@@ -349,3 +360,17 @@ def test_a_stream_that_ends_before_the_run_does_is_resumed_where_it_stopped(
         assert page.js_errors == []
     finally:
         page.context.close()
+
+
+def test_the_api_keys_page_with_its_origins_fits_a_phone(alice, phone_page):
+    key = ApiKey.objects.get(project=alice.project, kind=ApiKey.Kind.PUBLISHABLE)
+    api_key_origins_update(
+        project=alice.project,
+        key_id=key.pk,
+        allowed_origins=["https://a-rather-long-shop-name.example", "http://localhost:3000"],
+    )
+    sign_in(phone_page, alice)
+    phone_page.goto("/settings/api-keys/")
+    expect(phone_page.locator(f"#origins-{key.pk}").get_by_label("Allowed origins")).to_be_visible()
+    no_sideways_scroll(phone_page)
+    screenshot(phone_page, "phone-api-keys-origins")
