@@ -9,6 +9,7 @@ Screenshots land in var/screenshots/ (widget-*.png).
 from __future__ import annotations
 
 import html
+import json
 import re
 import threading
 import time
@@ -25,7 +26,7 @@ from kagent import throttle
 from kagent.models import ApiKey
 from kagent.services import api_key_origins_update
 from runs import streams
-from runs.models import Handoff, Run, Session, Ticket
+from runs.models import Handoff, Run, Session, Ticket, ToolCall
 from tests.conftest import Tenant
 from tests.dashboard.conftest import DESKTOP, PHONE, new_page, screenshot
 from tests.dashboard.test_browser import no_sideways_scroll, sign_in
@@ -59,13 +60,13 @@ class ShopSite:
         self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def page(self, path: str, script_attributes: dict[str, str]) -> str:
+    def page(self, path: str, script_attributes: dict[str, str], *, then: str = "", load: str = "async") -> str:
         attributes = " ".join(f'{name}="{html.escape(value)}"' for name, value in script_attributes.items())
         self.pages[path] = (
             "<!doctype html><html lang=en><head><meta charset=utf-8>"
             '<meta name="viewport" content="width=device-width, initial-scale=1"><title>Acme Shoes</title></head>'
             "<body><h1>Acme Shoes</h1><p>Boots, sandals and sneakers.</p>"
-            f"<script {attributes} async></script></body></html>"
+            f"<script {attributes} {load}></script>{then}</body></html>"
         )
         return self.origin + path
 
@@ -374,3 +375,40 @@ def test_the_api_keys_page_with_its_origins_fits_a_phone(alice, phone_page):
     expect(phone_page.locator(f"#origins-{key.pk}").get_by_label("Allowed origins")).to_be_visible()
     no_sideways_scroll(phone_page)
     screenshot(phone_page, "phone-api-keys-origins")
+
+
+def test_a_page_answers_the_agents_client_tool_through_kagent_init(
+    alice, live_server, browser, shop, start_worker, fake_llm
+):
+    fake_llm.script("widget-cart", [calls(("get_cart", {})), text("You have 2 items in your cart.")])
+    config = {
+        "model": {"provider": "openai_compatible", "name": "script:widget-cart"},
+        "tools": {"client": [{"name": "get_cart", "description": "The items in the cart.", "effect": "read"}]},
+    }
+    api = alice.client()
+    agent = api.post("/v1/agents", {"name": "Cart", "config": config}, format="json").json()["id"]
+    assert api.post(f"/v1/agents/{agent}/publish", {}, format="json").status_code == 201
+    allow(alice, shop.origin)
+    start_worker(fake_llm.worker_env())
+    options = {"key": alice.publishable_key, "agent": agent, "title": "Acme Shoes support"}
+    init = (
+        "<script>KAgent.init(Object.assign(" + json.dumps(options) + ", {clientTools: {get_cart: function () {"
+        " return new Promise(function (done) { done({items: 2, skus: ['BOOT-41', 'SOCK-3']}); }); }}}));</script>"
+    )
+    url = shop.page("/cart", {"src": f"{live_server.url}/widget.js"}, then=init, load="")
+    page = new_page(browser, live_server, **DESKTOP)
+    try:
+        page.goto(url)
+        page.get_by_role("button", name="Chat with us").click()
+        send(page, "What is in my cart?")
+        log = page.get_by_role("log", name="Conversation")
+        answer = "Assistant said:You have 2 items in your cart."
+        expect(log.locator(".message.assistant")).to_have_text([answer], timeout=LIVE)
+        run = Run.objects.get(project=alice.project)
+        assert run.status == Run.Status.COMPLETED
+        [call] = ToolCall.objects.filter(run=run)
+        assert call.name == "get_cart" and call.status == ToolCall.Status.SUCCEEDED
+        assert "BOOT-41" in json.dumps(call.result)  # what the page's function returned
+        assert page.js_errors == []
+    finally:
+        page.context.close()
