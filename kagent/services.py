@@ -35,6 +35,7 @@ def api_key_revoke(*, project: Project, key_id: str) -> ApiKey:
         raise NotFound("No such API key in this project.")
     ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
     key.refresh_from_db()
+    transaction.on_commit(lambda: forget_listed(list(key.allowed_origins or [])))  # its origins no longer count
     return key
 
 
@@ -53,7 +54,7 @@ def api_key_origins_update(*, project: Project, key_id: str, allowed_origins: li
     previous = list(key.allowed_origins or [])
     ApiKey.objects.filter(pk=key.pk).update(allowed_origins=origins)
     key.allowed_origins = origins
-    forget_listed(previous + origins)  # preflights see the change at once
+    transaction.on_commit(lambda: forget_listed(previous + origins))  # preflights see the change at once
     return key
 
 
