@@ -162,18 +162,19 @@
     this.launcher.focus();
   };
 
-  Widget.prototype.say = function (who, text) {
+  Widget.prototype.say = function (who, text, into) {
     var row = el("div", { class: "message " + who });
     row.appendChild(el("span", { class: "visually-hidden" }, who === "user" ? "You said:" : "Assistant said:"));
     row.appendChild(el("p", { dir: "auto" }, text));
-    this.log.appendChild(row);
-    this.log.scrollTop = this.log.scrollHeight;
-    return row;
+    return this.add(row, into);
   };
 
-  Widget.prototype.notice = function (kind, text) {
-    var row = el("div", { class: "notice " + kind }, text);
-    this.log.appendChild(row);
+  Widget.prototype.notice = function (kind, text, into) {
+    return this.add(el("div", { class: "notice " + kind }, text), into);
+  };
+
+  Widget.prototype.add = function (row, into) {
+    (into || this.log).appendChild(row);
     this.log.scrollTop = this.log.scrollHeight;
     return row;
   };
@@ -253,18 +254,24 @@
     try { stored = sessionStorage.getItem(this.storageKey); } catch (e) { return; }
     if (!stored) return;
     this.sessionId = stored;
+    this.log.setAttribute("aria-busy", "true"); // the earlier messages are not read out again one by one
     Promise.all([
       this.call("GET", "/v1/sessions/" + encodeURIComponent(stored)),
       this.call("GET", "/v1/sessions/" + encodeURIComponent(stored) + "/messages?limit=100"),
     ]).then(function (answers) {
+      var earlier = document.createDocumentFragment(); // before anything sent meanwhile
       answers[1].data.slice().reverse().forEach(function (message) {
-        self.say(message.role === "user" ? "user" : "assistant", message.content);
+        self.say(message.role === "user" ? "user" : "assistant", message.content, earlier);
       });
       if (answers[0].status === "handed_off") {
-        self.notice("handoff", "A person from the team will continue this conversation here.");
+        self.notice("handoff", "A person from the team will continue this conversation here.", earlier);
       }
+      self.log.insertBefore(earlier, self.log.firstChild);
+      self.log.scrollTop = self.log.scrollHeight;
     }).catch(function (problem) {
       if (problem && problem.status === 404) self.remember(null); // gone, or another customer's: start afresh
+    }).then(function () {
+      if (!self.busy) self.log.setAttribute("aria-busy", "false");
     });
   };
 
