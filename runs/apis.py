@@ -525,7 +525,13 @@ class TicketDetailApi(ProjectApi):
     def get(self, request: Request, ticket_id: str) -> Response:
         return Response(TICKET.render(selectors.ticket_get(project=self.project, ticket_id=ticket_id)))
 
-    @extend_schema(operation_id="tickets_update", request=TICKET_UPDATE.body, responses={200: TICKET.ref})
+    @extend_schema(
+        operation_id="tickets_update",
+        request=TICKET_UPDATE.body,
+        responses={200: TICKET.ref},
+        description="Close or reopen a ticket, or change its priority. A ticket whose customer has another open "
+        "ticket is not reopened (409 ticket_already_open): one open agent ticket per customer.",
+    )
     def patch(self, request: Request, ticket_id: str) -> Response:
         ticket = selectors.ticket_get(project=self.project, ticket_id=ticket_id)
         body = TICKET_UPDATE.parse(request.data, partial=True)
@@ -543,13 +549,22 @@ class HandoffListApi(ProjectApi):
 @dataclass(frozen=True)
 class HandoffUpdate:
     status: str
+    assignee: str | None
 
 
 HANDOFF_UPDATE = Input(
     {
         "type": "object",
         "additionalProperties": False,
-        "properties": {"status": {"enum": ["open", "closed"], "x-message": "status is one of open, closed."}},
+        "properties": {
+            "status": {"enum": ["open", "closed"], "x-message": "status is one of open, closed."},
+            "assignee": {
+                "type": ["string", "null"],
+                "maxLength": 200,
+                "description": "who on the team has it: a name or an email (free text); null or empty clears it",
+                "x-message": "assignee is a name or an email, at most 200 characters.",
+            },
+        },
     },
     HandoffUpdate,
 )
@@ -560,11 +575,18 @@ class HandoffDetailApi(ProjectApi):
     def get(self, request: Request, handoff_id: str) -> Response:
         return Response(HANDOFF.render(selectors.handoff_get(project=self.project, handoff_id=handoff_id)))
 
-    @extend_schema(operation_id="handoffs_update", request=HANDOFF_UPDATE.body, responses={200: HANDOFF.ref})
+    @extend_schema(
+        operation_id="handoffs_update",
+        request=HANDOFF_UPDATE.body,
+        responses={200: HANDOFF.ref},
+        description="Close a handoff (its session is closed when none of its handoffs is open any more; a new "
+        "message from the customer opens it again), reopen it, or say who on the team has it.",
+    )
     def patch(self, request: Request, handoff_id: str) -> Response:
         handoff = selectors.handoff_get(project=self.project, handoff_id=handoff_id)
         body = HANDOFF_UPDATE.parse(request.data, partial=True)
-        return Response(HANDOFF.render(services.handoff_update(handoff=handoff, status=body.status)))
+        handoff = services.handoff_update(handoff=handoff, status=body.status, assignee=body.assignee)
+        return Response(HANDOFF.render(handoff))
 
 
 # --- lists of runs and sessions -------------------------------------------------------------------------------
@@ -588,7 +610,7 @@ SESSION_FILTERS = [
         "status",
         str,
         enum=list(selectors.SESSION_STATUSES),
-        description="handed_off while one of its handoffs is open; nothing closes a session yet",
+        description="handed_off while one of its handoffs is open; closed once the team closed its last handoff",
     ),
     OpenApiParameter("flagged", bool),
     OpenApiParameter("end_user", str, description="the end user's external id"),
