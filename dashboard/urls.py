@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
 
 from dashboard import views
-from dashboard.pages import agents, desk, panel, runs, settings, tools, webhooks
+from dashboard.pages import agents, desk, panel, runs, settings, tools, webhooks, widget
 
 app_name = "dashboard"
 
@@ -11,6 +11,7 @@ AGENT = "agents/<str:agent_id>"
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", views.LoginView.as_view(), name="login"),
+    path("widget/demo/", widget.widget_demo, name="widget-demo"),
     path("logout/", views.logout_view, name="logout"),
     path("account/password/", login_required(settings.PasswordChangeView.as_view()), name="password"),
     path("projects/", views.project_picker, name="projects"),
@@ -52,6 +53,7 @@ urlpatterns = [
     path("settings/", views.settings_home, name="settings"),
     path("settings/api-keys/", views.api_keys, name="api-keys"),
     path("settings/api-keys/<str:key_id>/revoke/", views.api_key_revoke, name="api-key-revoke"),
+    path("settings/api-keys/<str:key_id>/origins/", views.api_key_origins, name="api-key-origins"),
     path("settings/request-limits/", views.request_limits, name="request-limits"),
     path("settings/secrets/", settings.secret_list, name="secrets"),
     path("settings/secrets/<str:name>/delete/", settings.secret_delete, name="secret-delete"),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth import logout
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
@@ -14,7 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from dashboard.access import SESSION_KEY, MemberRequest, manager_required, project_required, signed_in_user
 from dashboard.forms import ApiKeyCreateForm, EmailLoginForm, RequestLimitsForm
 from kagent import services
-from kagent.errors import NotFound
+from kagent.errors import ApiError, NotFound
 from kagent.selectors import api_key_list, membership_for_project, project_list_for_user
 
 
@@ -77,11 +80,25 @@ def api_keys(request: MemberRequest) -> HttpResponse:
 
 
 def _api_keys_page(
-    request: MemberRequest, form: ApiKeyCreateForm, created_key: str | None, limits: RequestLimitsForm | None
+    request: MemberRequest,
+    form: ApiKeyCreateForm,
+    created_key: str | None,
+    limits: RequestLimitsForm | None,
+    origins: OriginsProblem | None = None,
 ) -> HttpResponse:
     project = request.project
+    keys = list(api_key_list(project=project))
     context = {
-        "keys": api_key_list(project=project),
+        "keys": keys,
+        "browser_keys": [
+            {
+                "key": key,
+                "text": origins.text if origins and origins.key_id == key.pk else "\n".join(key.allowed_origins),
+                "error": origins.message if origins and origins.key_id == key.pk else None,
+            }
+            for key in keys
+            if not key.is_secret and key.is_active
+        ],
         "form": form,
         "created_key": created_key,
         "limits": limits
@@ -110,6 +127,37 @@ def request_limits(request: MemberRequest) -> HttpResponse:
         services.project_limits_update(project=request.project, **form.cleaned_data)
         return redirect("dashboard:api-keys")
     return _api_keys_page(request, ApiKeyCreateForm(), None, form)
+
+
+@dataclass(frozen=True)
+class OriginsProblem:
+    """A key's allowed origins as typed, refused with the API's message (shown next to that key's field)."""
+
+    key_id: str
+    text: str
+    message: str
+
+
+@project_required
+@require_POST
+def api_key_origins(request: MemberRequest, key_id: str) -> HttpResponse:
+    """A publishable key's allowed origins (CORS for the chat widget): one origin a line (or comma-separated)."""
+    manager_required(request)
+    text = request.POST.get("allowed_origins", "")
+    origins = [item for item in text.replace(",", " ").split() if item]
+    try:
+        key = services.api_key_origins_update(project=request.project, key_id=key_id, allowed_origins=origins)
+    except NotFound:
+        raise Http404("No such API key.") from None
+    except ApiError as exc:
+        if exc.code == "origins_for_publishable_keys_only":  # no field on the page to show it by
+            messages.error(request, exc.message)
+            return redirect("dashboard:api-keys")
+        problem = OriginsProblem(key_id, text, exc.message)
+        return _api_keys_page(request, ApiKeyCreateForm(), None, None, problem)
+    shown = ", ".join(key.allowed_origins) or "none: no web page may use it"
+    messages.success(request, f"Saved the allowed origins of {key.hint}: {shown}.")
+    return redirect("dashboard:api-keys")
 
 
 @project_required

@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 from kagent import throttle
 from kagent.auth import NOT_AUTHENTICATED, PUBLISHABLE_REFUSED, KeyRefused, api_key_from_header
 from kagent.converters import ID_PATTERN
+from kagent.cors import OriginRefused, origin_check
 from kagent.errors import ApiError, Unprocessable, error_body
 from kagent.models import ApiKey, Project
 from kagent.parsers import strict_json
@@ -119,6 +120,10 @@ def lean_post(
             response = json_response(error_body("authentication_required", NOT_AUTHENTICATED), 401)
             response["WWW-Authenticate"] = 'Bearer realm="api"'
             return response
+        try:
+            origin_check(request, key)
+        except OriginRefused as refused:
+            raise ApiError("origin_not_allowed", str(refused), status=403) from None
         if not (key.is_secret or publishable_allowed):
             raise ApiError("publishable_key_not_allowed", PUBLISHABLE_REFUSED, status=403)
         throttle.api_request(key)

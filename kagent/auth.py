@@ -12,6 +12,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
+from kagent.cors import OriginRefused, origin_check
 from kagent.models import ApiKey
 from kagent.sql import api_key_by_digest
 
@@ -73,7 +74,13 @@ class ApiKeyAuthentication(BaseAuthentication):
             key = api_key_from_header(request.META.get("HTTP_AUTHORIZATION", ""))
         except KeyRefused as refused:
             raise exceptions.AuthenticationFailed(refused.message, code=refused.code) from None
-        return (KeyUser(key), key) if key is not None else None
+        if key is None:
+            return None
+        try:
+            origin_check(request._request, key)
+        except OriginRefused as refused:
+            raise exceptions.PermissionDenied(str(refused), code="origin_not_allowed") from None
+        return KeyUser(key), key
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="api"'

@@ -112,6 +112,9 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Publishable keys only: the exact origins (`https://shop.example`) whose pages may call the API with this key
+    # from a browser (CORS, kagent/cors.py). Empty: no page may.
+    allowed_origins = models.JSONField(default=list, blank=True)
 
     @staticmethod
     def digest_of(raw_key: str) -> str:

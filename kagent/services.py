@@ -10,6 +10,7 @@ from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
+from kagent.cors import allowed_origins_parse, forget_listed
 from kagent.errors import ApiError, NotFound
 from kagent.models import ApiKey, Membership, Organization, Project, User
 
@@ -34,12 +35,42 @@ def api_key_revoke(*, project: Project, key_id: str) -> ApiKey:
         raise NotFound("No such API key in this project.")
     ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
     key.refresh_from_db()
+    transaction.on_commit(lambda: forget_listed(list(key.allowed_origins or [])))  # its origins no longer count
+    return key
+
+
+def api_key_origins_update(*, project: Project, key_id: str, allowed_origins: list[str]) -> ApiKey:
+    """The origins whose pages may use a publishable key from a browser (CORS, kagent/cors.py), replaced whole:
+    each an exact origin like https://shop.example, normalized as browsers send it (422 `invalid_allowed_origins`
+    naming the entry otherwise). Secret keys have none: a browser must never hold one."""
+    key = ApiKey.objects.filter(project=project, pk=key_id).first()
+    if key is None:
+        raise NotFound("No such API key in this project.")
+    origins = allowed_origins_parse(allowed_origins)
+    if key.is_secret and origins:
+        message = "Only publishable keys are used from browsers: secret keys have no allowed origins."
+        details = [{"path": "$.allowed_origins", "message": message}]
+        raise ApiError("origins_for_publishable_keys_only", message, status=422, details=details)
+    previous = list(key.allowed_origins or [])
+    ApiKey.objects.filter(pk=key.pk).update(allowed_origins=origins)
+    key.allowed_origins = origins
+    transaction.on_commit(lambda: forget_listed(previous + origins))  # preflights see the change at once
     return key
 
 
 @transaction.atomic
-def bootstrap(*, org_name: str, project_name: str, email: str, password: str, new_keys: bool = False) -> dict[str, Any]:
+def bootstrap(
+    *,
+    org_name: str,
+    project_name: str,
+    email: str,
+    password: str,
+    new_keys: bool = False,
+    allowed_origins: list[str] | None = None,
+) -> dict[str, Any]:
     """Creates or reuses an organization, project and owner; creates keys when asked or when none is active.
+    `allowed_origins` are added to every active publishable key of the project (the demo's own origin, so its
+    widget page works).
 
     Keys are stored hashed, so a key made by an earlier run can't be printed again: reused keys print as null.
     """
@@ -66,6 +97,10 @@ def bootstrap(*, org_name: str, project_name: str, email: str, password: str, ne
             _, raw_keys[kind] = api_key_create(project=project, kind=kind, name="bootstrap")
         else:
             raw_keys[kind] = None
+    if allowed_origins:
+        for key in ApiKey.objects.filter(project=project, kind=ApiKey.Kind.PUBLISHABLE, revoked_at__isnull=True):
+            wanted = list(key.allowed_origins or []) + [o for o in allowed_origins if o not in key.allowed_origins]
+            api_key_origins_update(project=project, key_id=key.pk, allowed_origins=wanted)
 
     return {
         "organization": {"id": organization.id, "name": organization.name},

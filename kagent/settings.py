@@ -99,6 +99,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "kagent.cors.CorsMiddleware",
     "kagent.errors.ApiErrorMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -245,6 +246,8 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True
+# The chat widget at the site's root (`/widget.js`, `/widget.css`): the one URL a business pastes, cached briefly.
+WHITENOISE_ROOT = BASE_DIR / "dashboard" / "widget"
 
 # Served over HTTPS (in production, behind a TLS-terminating proxy): on unless DEBUG is; `bin/run` (DEBUG=true, plain
 # http on a laptop) leaves it off, and KAGENT_HTTPS=false serves plain http without DEBUG.

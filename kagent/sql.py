@@ -9,6 +9,7 @@ benchmark count it like any other).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -37,7 +38,7 @@ def execute(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any,
 
 
 _API_KEY_SQL = """
-SELECT key.id, key.kind, key.name, key.hint, key.created_at, key.last_used_at, key.revoked_at,
+SELECT key.id, key.kind, key.name, key.hint, key.created_at, key.last_used_at, key.revoked_at, key.allowed_origins,
     project.id, project.organization_id, project.name, project.created_at, project.api_rate_secret,
     project.api_rate_publishable, project.run_rate_publishable
 FROM kagent_apikey AS key JOIN kagent_project AS project ON project.id = key.project_id
@@ -63,7 +64,7 @@ def api_key_by_digest(digest: str) -> ApiKey | None:
     rows = execute(_API_KEY_SQL, {"digest": digest})
     if not rows:
         return None
-    (key_id, kind, name, hint, created_at, last_used_at, revoked_at, *project_values) = rows[0]
+    (key_id, kind, name, hint, created_at, last_used_at, revoked_at, origins, *project_values) = rows[0]
     project = Project(**dict(zip(_PROJECT_FIELDS, project_values, strict=True)))
     key = ApiKey(
         id=key_id,
@@ -75,6 +76,8 @@ def api_key_by_digest(digest: str) -> ApiKey | None:
         created_at=created_at,
         last_used_at=last_used_at,
         revoked_at=revoked_at,
+        # Django has psycopg load jsonb as text (JSONField parses it): the same here.
+        allowed_origins=json.loads(origins) if isinstance(origins, str) else origins,
     )
     for row in (project, key):
         row._state.adding = False

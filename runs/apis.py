@@ -360,7 +360,8 @@ class EventStreamRenderer(renderers.BaseRenderer):
 EVENTS_DESCRIPTION = (
     "Server-Sent Events: `event:` run.queued, run.in_progress, run.step.created, run.requires_action, run.completed, "
     "run.failed, run.cancelled; `data:` the run as the API renders it (or the step, as the steps API does — a "
-    "publishable key sees what happened, not the business's data); `id:` resume after it with Last-Event-ID. The "
+    "publishable key sees what happened, not the business's data, and in `tool_call.receipt` the handoff or the ticket "
+    "number a built-in tool really made); `id:` resume after it with Last-Event-ID. The "
     "stream ends after a terminal event or run.requires_action; a comment every 15 s keeps it open. Resuming after "
     "the last event of a run that ended answers 204 (an EventSource stops reconnecting)."
 )

@@ -152,7 +152,25 @@ def _browser_step(rendered: dict[str, Any]) -> dict[str, Any]:
         shown["tool_call"] = {
             key: call.get(key) for key in ("call_id", "name", "kind", "effect", "status", "simulated", "policy")
         }
+        shown["tool_call"]["receipt"] = _receipt(call)
     return shown
+
+
+# What the customer is owed of an escalation the tools really made: the handoff, the ticket's number (the chat widget
+# shows these, never the model's claim of them). The built-ins' results, as they returned them.
+_RECEIPTS = {"transfer_to_human": ("handoff", ("id", "status")), "create_ticket": ("ticket", ("number", "status"))}
+
+
+def _receipt(call: dict[str, Any]) -> dict[str, Any] | None:
+    kept = _RECEIPTS.get(str(call.get("name")))
+    result = call.get("shown_to_model")
+    if kept is None or call.get("kind") != "builtin" or call.get("status") != "succeeded":
+        return None
+    what, fields = kept
+    made = result.get(what) if isinstance(result, dict) and result.get("ok") is True else None
+    if not isinstance(made, dict):
+        return None  # simulated in the test panel, or nothing made
+    return {what: {field: made.get(field) for field in fields}}
 
 
 def after(run_id: str, last_id: int, *, full_steps: bool) -> list[Event]:

@@ -1,0 +1,492 @@
+/*
+ * K-Agent chat widget: one <script> tag on a business's page opens a chat with its agent.
+ *
+ *   <script src="https://kagent.example/widget.js" data-key="ka_pk_…" data-agent="agt_…" async></script>
+ *
+ * Options (data-* attributes, or KAgent.init({...}) without data-key):
+ *   key (data-key)                  a publishable key (ka_pk_…) whose allowed origins list this page's origin
+ *   agent (data-agent)              the agent's id
+ *   apiBase (data-api-base)         the API's origin; default: where this script came from
+ *   endUserToken (data-end-user-token)  a verified customer's token, signed by the business's server
+ *   title (data-title), launcherLabel (data-launcher-label)
+ *   clientTools ({name: async fn(args)})  answers the agent's client tools (KAgent.init only)
+ *
+ * Sessions: POST /v1/sessions once per tab (its id is kept in sessionStorage), POST /v1/runs per message, then
+ * GET /v1/runs/{id}/events read with fetch (EventSource can't send Authorization), resumed with Last-Event-ID when
+ * a stream ends before the run's last event. Handoffs and ticket numbers are shown only from the steps' receipts:
+ * what the tools really made, never what the model's text says. Every text goes in with textContent.
+ */
+(function () {
+  "use strict";
+  if (window.KAgent && window.KAgent.version) return; // loaded twice: the first one stays
+
+  var CLOSING = { "run.completed": 1, "run.failed": 1, "run.cancelled": 1, "run.requires_action": 1 };
+  var MAX_RECONNECTS = 8; // failed attempts in a row
+  var MAX_QUIET_MS = 5 * 60 * 1000; // a run that says nothing for this long: the customer is told
+  var script = document.currentScript;
+  var scriptUrl = script && script.src ? script.src : "";
+  var instance = null;
+
+  function originOf(url) {
+    try { return new URL(url, location.href).origin; } catch (e) { return location.origin; }
+  }
+
+  function el(tag, attrs, text) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (name) { node.setAttribute(name, attrs[name]); });
+    if (text != null) node.textContent = String(text);
+    return node;
+  }
+
+  function sleep(ms) { return new Promise(function (resolve) { setTimeout(resolve, ms); }); }
+
+  function Problem(code, status, retryAfter) {
+    this.code = code; this.status = status || 0; this.retryAfter = retryAfter;
+  }
+
+  // What a customer reads for each problem: kind, with nothing of ours in it.
+  function kindly(problem) {
+    var code = problem && problem.code;
+    if (code === "rate_limited") {
+      var seconds = parseInt(problem.retryAfter, 10);
+      return "You're sending messages faster than we can answer. Please wait " +
+        (seconds > 0 ? seconds + (seconds === 1 ? " second" : " seconds") : "a moment") + " and try again.";
+    }
+    if (code === "network") return "We can't reach the chat right now. Check your connection and try again.";
+    if (code === "invalid_end_user_token") return "Your sign-in has expired. Please reload the page to continue.";
+    if (code === "timeout") return "This is taking longer than usual. Please try again in a moment.";
+    if (code === "run_failed") return "Sorry, we couldn't answer that. Please try again.";
+    if (code === "invalid_api_key" || code === "api_key_revoked" || code === "origin_not_allowed" ||
+        code === "publishable_key_not_allowed" || code === "not_published" || code === "not_found") {
+      return "The chat isn't available on this page right now.";
+    }
+    return "Something went wrong on our side. Please try again.";
+  }
+
+  function Widget(options) {
+    this.key = String(options.key || "");
+    this.agent = String(options.agent || "");
+    this.apiBase = originOf(options.apiBase || scriptUrl || location.href);
+    this.endUserToken = options.endUserToken ? String(options.endUserToken) : null;
+    this.title = String(options.title || "Chat");
+    this.launcherLabel = String(options.launcherLabel || "Chat with us");
+    this.clientTools = options.clientTools || {};
+    this.storageKey = "kagent:session:" + this.agent + ":" + this.key.slice(-8);
+    this.busy = false;
+    this.loaded = false;
+    this.build();
+  }
+
+  // --- the page ---------------------------------------------------------------------------------------------------
+
+  Widget.prototype.build = function () {
+    var self = this;
+    var host = el("div", { "data-kagent-widget": "" });
+    var root = host.attachShadow ? host.attachShadow({ mode: "open" }) : host; // styles kept apart from the page's
+    var sheet = el("link", { rel: "stylesheet", href: new URL("widget.css", scriptUrl || this.apiBase + "/").href });
+    host.style.display = "none"; // shown once styled: no flash of a bare button on the page
+    sheet.addEventListener("load", function () { host.style.display = ""; });
+    sheet.addEventListener("error", function () { host.style.display = ""; });
+    root.appendChild(sheet);
+
+    this.launcher = el("button", { type: "button", class: "launcher", "aria-expanded": "false",
+      "aria-controls": "kagent-panel" }, this.launcherLabel);
+    this.panel = el("section", { class: "panel", id: "kagent-panel", role: "dialog", "aria-modal": "false",
+      "aria-labelledby": "kagent-title", hidden: "" });
+    var header = el("header");
+    header.appendChild(el("h2", { id: "kagent-title" }, this.title));
+    this.closeButton = el("button", { type: "button", class: "close", "aria-label": "Close chat" }, "\u00d7");
+    header.appendChild(this.closeButton);
+    this.log = el("div", { class: "log", role: "log", "aria-live": "polite", "aria-label": "Conversation",
+      tabindex: "0" });
+    this.status = el("p", { class: "status", role: "status" });
+    this.error = el("p", { class: "error", role: "alert" });
+    this.form = el("form", { class: "compose" });
+    var label = el("label", { for: "kagent-input" }, "Message");
+    this.input = el("textarea", { id: "kagent-input", rows: "2", maxlength: "4000", dir: "auto",
+      autocomplete: "off", placeholder: "Type your message" });
+    this.send = el("button", { type: "submit", class: "send" }, "Send");
+    this.form.appendChild(label);
+    this.form.appendChild(this.input);
+    this.form.appendChild(this.send);
+    [header, this.log, this.status, this.error, this.form].forEach(function (part) { self.panel.appendChild(part); });
+    root.appendChild(this.launcher);
+    root.appendChild(this.panel);
+    document.body.appendChild(host);
+
+    this.launcher.addEventListener("click", function () { self.open(); });
+    this.closeButton.addEventListener("click", function () { self.close(); });
+    this.panel.addEventListener("keydown", function (event) {
+      if (event.key === "Escape") { event.preventDefault(); self.close(); }
+      if (event.key === "Tab" && self.fullScreen()) self.keepFocusInside(event);
+    });
+    this.input.addEventListener("keydown", function (event) {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        self.submit();
+      }
+    });
+    this.form.addEventListener("submit", function (event) { event.preventDefault(); self.submit(); });
+  };
+
+  // Under 480 px the chat covers the page, so it acts as a modal dialog there: focus stays inside.
+  Widget.prototype.fullScreen = function () {
+    return !!(window.matchMedia && window.matchMedia("(max-width: 480px)").matches);
+  };
+
+  Widget.prototype.keepFocusInside = function (event) {
+    var stops = [this.closeButton, this.log, this.input, this.send].filter(function (node) { return !node.disabled; });
+    var root = this.panel.getRootNode();
+    var index = stops.indexOf(root.activeElement);
+    var next = event.shiftKey ? (index <= 0 ? stops.length - 1 : index - 1) : (index + 1) % stops.length;
+    event.preventDefault();
+    stops[next].focus();
+  };
+
+  Widget.prototype.open = function () {
+    this.panel.setAttribute("aria-modal", this.fullScreen() ? "true" : "false");
+    this.panel.hidden = false;
+    this.launcher.setAttribute("aria-expanded", "true");
+    this.launcher.hidden = true;
+    this.input.focus();
+    if (!this.loaded) {
+      this.loaded = true;
+      this.restore();
+    }
+  };
+
+  Widget.prototype.close = function () {
+    this.panel.hidden = true;
+    this.launcher.hidden = false;
+    this.launcher.setAttribute("aria-expanded", "false");
+    this.launcher.focus();
+  };
+
+  Widget.prototype.say = function (who, text, into) {
+    var row = el("div", { class: "message " + who });
+    row.appendChild(el("span", { class: "visually-hidden" }, who === "user" ? "You said:" : "Assistant said:"));
+    row.appendChild(el("p", { dir: "auto" }, text));
+    return this.add(row, into);
+  };
+
+  Widget.prototype.notice = function (kind, text, into) {
+    return this.add(el("div", { class: "notice " + kind }, text), into);
+  };
+
+  Widget.prototype.add = function (row, into) {
+    (into || this.log).appendChild(row);
+    this.log.scrollTop = this.log.scrollHeight;
+    return row;
+  };
+
+  Widget.prototype.showError = function (problem) {
+    this.error.textContent = problem ? kindly(problem) : "";
+    if (problem && problem.code === "network") {
+      // For the page's developer: a refused origin looks like a network failure to a page.
+      console.warn("K-Agent widget: no answer from " + this.apiBase + ". If the API is up, add " + location.origin +
+        " to the publishable key's allowed origins (dashboard: Settings \u203a API keys).");
+    } else if (problem && problem.code && problem.code !== "rate_limited") {
+      console.warn("K-Agent widget: " + problem.code + " (HTTP " + problem.status + ")");
+    }
+  };
+
+  Widget.prototype.setBusy = function (busy) {
+    this.busy = busy;
+    this.send.disabled = busy;
+    this.status.textContent = busy ? "The assistant is replying\u2026" : "";
+    this.log.setAttribute("aria-busy", busy ? "true" : "false");
+  };
+
+  // --- the API ------------------------------------------------------------------------------------------------------
+
+  Widget.prototype.request = function (method, path, body, extraHeaders) {
+    var headers = { Authorization: "Bearer " + this.key };
+    if (body) headers["Content-Type"] = "application/json";
+    if (this.endUserToken && method === "GET") headers["X-End-User-Token"] = this.endUserToken;
+    Object.keys(extraHeaders || {}).forEach(function (name) { headers[name] = extraHeaders[name]; });
+    return fetch(this.apiBase + path, {
+      method: method, headers: headers, body: body ? JSON.stringify(body) : undefined,
+      mode: "cors", credentials: "omit", cache: "no-store",
+    }).catch(function () { throw new Problem("network"); });
+  };
+
+  Widget.prototype.call = function (method, path, body) {
+    return this.request(method, path, body).then(function (response) {
+      if (response.ok) return response.json();
+      return response.json().catch(function () { return {}; }).then(function (answer) {
+        var code = answer && answer.error && answer.error.code;
+        throw new Problem(code || "http_" + response.status, response.status, response.headers.get("Retry-After"));
+      });
+    });
+  };
+
+  Widget.prototype.withToken = function (body) {
+    if (this.endUserToken) body.end_user_token = this.endUserToken;
+    return body;
+  };
+
+  Widget.prototype.session = function () {
+    var self = this;
+    var stored = null;
+    try { stored = sessionStorage.getItem(this.storageKey); } catch (e) { /* storage blocked: one per page */ }
+    if (stored || this.sessionId) {
+      this.sessionId = stored || this.sessionId;
+      return Promise.resolve(this.sessionId);
+    }
+    return this.call("POST", "/v1/sessions", this.withToken({ agent: this.agent })).then(function (made) {
+      self.remember(made.id);
+      return made.id;
+    });
+  };
+
+  Widget.prototype.remember = function (sessionId) {
+    this.sessionId = sessionId;
+    try {
+      if (sessionId) sessionStorage.setItem(this.storageKey, sessionId);
+      else sessionStorage.removeItem(this.storageKey);
+    } catch (e) { /* storage blocked */ }
+  };
+
+  // The conversation so far, when this tab already had one (a reload, another page of the site).
+  Widget.prototype.restore = function () {
+    var self = this;
+    var stored = null;
+    try { stored = sessionStorage.getItem(this.storageKey); } catch (e) { return; }
+    if (!stored) return;
+    this.sessionId = stored;
+    this.log.setAttribute("aria-busy", "true"); // the earlier messages are not read out again one by one
+    Promise.all([
+      this.call("GET", "/v1/sessions/" + encodeURIComponent(stored)),
+      this.call("GET", "/v1/sessions/" + encodeURIComponent(stored) + "/messages?limit=100"),
+    ]).then(function (answers) {
+      var earlier = document.createDocumentFragment(); // before anything sent meanwhile
+      answers[1].data.slice().reverse().forEach(function (message) {
+        self.say(message.role === "user" ? "user" : "assistant", message.content, earlier);
+      });
+      if (answers[0].status === "handed_off") {
+        self.notice("handoff", "A person from the team will continue this conversation here.", earlier);
+      }
+      self.log.insertBefore(earlier, self.log.firstChild);
+      self.log.scrollTop = self.log.scrollHeight;
+    }).catch(function (problem) {
+      if (problem && problem.status === 404) self.remember(null); // gone, or another customer's: start afresh
+    }).then(function () {
+      if (!self.busy) self.log.setAttribute("aria-busy", "false");
+    });
+  };
+
+  Widget.prototype.submit = function () {
+    var self = this;
+    var text = this.input.value.trim();
+    if (!text || this.busy) return;
+    this.showError(null);
+    this.setBusy(true);
+    var bubble = this.say("user", text);
+    this.input.value = "";
+    var started = false;
+    this.startRun(text, true).then(function (run) {
+      started = true;
+      return self.follow(run.id);
+    }).catch(function (problem) {
+      if (!started) { // nothing was sent: give the message back to send again
+        bubble.remove();
+        if (!self.input.value) self.input.value = text;
+      }
+      self.showError(problem instanceof Problem ? problem : new Problem("internal"));
+    }).then(function () {
+      self.setBusy(false);
+      self.input.focus();
+    });
+  };
+
+  Widget.prototype.startRun = function (text, retry) {
+    var self = this;
+    return this.session().then(function (sessionId) {
+      return self.call("POST", "/v1/runs", self.withToken({ agent: self.agent, session: sessionId, input: text }));
+    }).catch(function (problem) {
+      // The kept session is gone (or was another customer's): one new session, once.
+      if (retry && problem instanceof Problem && problem.status === 404 && self.sessionId) {
+        self.remember(null);
+        return self.startRun(text, false);
+      }
+      throw problem;
+    });
+  };
+
+  // --- run events ---------------------------------------------------------------------------------------------------
+
+  // Follows a run until its last event; a stream that ends without one (a proxy's timeout, a server's limit, the
+  // network) is opened again with Last-Event-ID, so nothing is missed and nothing is shown twice.
+  Widget.prototype.follow = function (runId, afterId) {
+    var self = this;
+    var state = { lastId: afterId || 0, retryMs: 2000, failures: 0, closing: null, heardAt: Date.now() };
+    function round() {
+      var before = state.lastId;
+      return self.stream(runId, state).then(function () {
+        if (state.closing) return self.settle(runId, state.closing, state.lastId);
+        state.failures = 0;
+        if (state.lastId > before) { // ended early (a server's or a proxy's limit): on at once, from where it was
+          state.heardAt = Date.now();
+          return round();
+        }
+        if (Date.now() - state.heardAt > MAX_QUIET_MS) throw new Problem("timeout");
+        return sleep(state.retryMs).then(round);
+      }, function (problem) {
+        if (problem.status && problem.status !== 429 && problem.status < 500) throw problem;
+        if (state.lastId > before) state.failures = 0;
+        state.failures += 1;
+        if (state.failures > MAX_RECONNECTS) throw problem;
+        var wait = Math.min(state.retryMs * state.failures, 15000);
+        if (problem.retryAfter) wait = Math.max(wait, (parseInt(problem.retryAfter, 10) || 0) * 1000);
+        return sleep(wait).then(round);
+      });
+    }
+    return round();
+  };
+
+  Widget.prototype.stream = function (runId, state) {
+    var self = this;
+    var headers = { Accept: "text/event-stream" };
+    if (state.lastId) headers["Last-Event-ID"] = String(state.lastId);
+    return this.request("GET", "/v1/runs/" + encodeURIComponent(runId) + "/events", null, headers)
+      .then(function (response) {
+        if (response.status === 204) { // the run ended and every event was read: its end is the run as it is now
+          return self.call("GET", "/v1/runs/" + encodeURIComponent(runId)).then(function (run) {
+            state.closing = { type: "run." + run.status, data: run };
+          });
+        }
+        if (!response.ok) {
+          throw new Problem(response.status === 429 ? "rate_limited" : "http_" + response.status, response.status,
+            response.headers.get("Retry-After"));
+        }
+        var reader = response.body.getReader();
+        var decoder = new TextDecoder();
+        var buffer = "";
+        var fields = { data: [] };
+        function dispatch() {
+          var type = fields.event || "message";
+          if (fields.id != null && /^\d+$/.test(fields.id)) state.lastId = parseInt(fields.id, 10);
+          if (fields.data.length) {
+            var data = null;
+            try { data = JSON.parse(fields.data.join("\n")); } catch (e) { data = null; }
+            if (data) self.onEvent(type, data);
+            if (CLOSING[type]) state.closing = { type: type, data: data };
+          }
+          fields = { data: [] };
+        }
+        function line(text) {
+          if (text === "") return dispatch();
+          if (text.charAt(0) === ":") return; // keep-alive
+          var colon = text.indexOf(":");
+          var name = colon < 0 ? text : text.slice(0, colon);
+          var value = colon < 0 ? "" : text.slice(colon + 1).replace(/^ /, "");
+          if (name === "data") fields.data.push(value);
+          else if (name === "event") fields.event = value;
+          else if (name === "id") fields.id = value;
+          else if (name === "retry" && /^\d+$/.test(value)) state.retryMs = parseInt(value, 10);
+        }
+        function pump() {
+          return reader.read().then(function (chunk) {
+            if (chunk.done) return;
+            buffer += decoder.decode(chunk.value, { stream: true });
+            var lines = buffer.split(/\r\n|\r|\n/);
+            buffer = lines.pop();
+            for (var i = 0; i < lines.length; i += 1) {
+              line(lines[i]);
+              if (state.closing) { reader.cancel().catch(function () {}); return; }
+            }
+            return pump();
+          });
+        }
+        return pump().catch(function () { throw new Problem("network"); });
+      });
+  };
+
+  Widget.prototype.onEvent = function (type, data) {
+    if (type !== "run.step.created" || !data.tool_call) return;
+    var receipt = data.tool_call.receipt;
+    if (!receipt) return;
+    if (receipt.handoff) {
+      this.notice("handoff", "You're being transferred to a person from the team. They'll continue here.");
+    }
+    if (receipt.ticket && receipt.ticket.number) {
+      this.notice("ticket", "Ticket " + receipt.ticket.number + " is open. Keep this number for reference.");
+    }
+  };
+
+  Widget.prototype.settle = function (runId, closing, lastId) {
+    var self = this;
+    var run = closing.data || {};
+    if (closing.type === "run.completed") {
+      this.say("assistant", run.output && run.output.text ? run.output.text : "");
+      return null;
+    }
+    if (closing.type === "run.cancelled") {
+      this.notice("info", "This reply was stopped.");
+      return null;
+    }
+    if (closing.type === "run.requires_action") return this.answerTools(runId, run).then(function () {
+      return self.follow(runId, lastId); // the run goes on after its pause: from the events after it
+    });
+    throw new Problem("run_failed");
+  };
+
+  // Client tools the business's page answers itself (KAgent.init({clientTools: {...}})); without one, an error.
+  Widget.prototype.answerTools = function (runId, run) {
+    var self = this;
+    var calls = (run.required_action && run.required_action.tool_calls) || [];
+    return Promise.all(calls.map(function (call) {
+      var tool = self.clientTools[call.name];
+      var answer = typeof tool === "function"
+        ? Promise.resolve().then(function () { return tool(call.arguments || {}); })
+        : Promise.reject(new Error("no client tool " + call.name));
+      return answer.then(function (output) {
+        return { call_id: call.call_id, output: output === undefined ? null : output };
+      }, function (error) {
+        return { call_id: call.call_id, output: { error: String(error && error.message || error) }, is_error: true };
+      });
+    })).then(function (outputs) {
+      return self.call("POST", "/v1/runs/" + encodeURIComponent(runId) + "/submit_tool_outputs",
+        self.withToken({ tool_outputs: outputs }));
+    });
+  };
+
+  // --- starting ---------------------------------------------------------------------------------------------------
+
+  function init(options) {
+    if (instance) return instance;
+    options = options || {};
+    var key = String(options.key || "");
+    if (key.indexOf("ka_sk_") === 0) {
+      console.error("K-Agent widget: that is a secret key. Never put it in a web page: revoke it, and use a " +
+        "publishable key (ka_pk_…).");
+      return null;
+    }
+    if (key.indexOf("ka_pk_") !== 0 || !options.agent) {
+      console.error("K-Agent widget: a publishable key (data-key=\"ka_pk_…\") and an agent (data-agent) are needed.");
+      return null;
+    }
+    function start() { instance = new Widget(options); }
+    if (document.body) start();
+    else document.addEventListener("DOMContentLoaded", start);
+    return true;
+  }
+
+  window.KAgent = {
+    version: "1",
+    init: init,
+    open: function () { if (instance) instance.open(); },
+    close: function () { if (instance) instance.close(); },
+  };
+
+  if (script && script.dataset && script.dataset.key) {
+    init({
+      key: script.dataset.key,
+      agent: script.dataset.agent,
+      apiBase: script.dataset.apiBase,
+      endUserToken: script.dataset.endUserToken,
+      title: script.dataset.title,
+      launcherLabel: script.dataset.launcherLabel,
+    });
+  }
+})();

@@ -1,0 +1,414 @@
+"""The chat widget in a real Chromium, on a business's page served from another origin than the API (a loopback
+server of its own, so CORS is really in play), talking to a published agent through a real Celery worker and the
+scripted model: a conversation with a handoff and a ticket, on a desktop and at a phone's 390x844; a page whose
+origin the key doesn't list gets nothing; the dashboard's API keys page sets the allowed origins.
+
+Screenshots land in var/screenshots/ (widget-*.png).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import jwt
+import pytest
+from playwright.sync_api import expect
+
+from fakes.llm import Fault, calls, text
+from kagent import throttle
+from kagent.models import ApiKey
+from kagent.services import api_key_origins_update
+from runs import streams
+from runs.models import Handoff, Run, Session, Ticket, ToolCall
+from tests.conftest import Tenant
+from tests.dashboard.conftest import DESKTOP, PHONE, new_page, screenshot
+from tests.dashboard.test_browser import no_sideways_scroll, sign_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+LIVE = 30_000  # ms: a run through a real worker
+HANDOFF = ("transfer_to_human", {"reason_type": "complaint", "summary": "Boots arrived with a torn sole"})
+TICKET = ("create_ticket", {"title": "Torn sole on order 8812", "description": "Boots arrived damaged."})
+
+
+class ShopSite:
+    """The business's own website: pages on another loopback origin than the API, each embedding the widget."""
+
+    def __init__(self) -> None:
+        self.pages: dict[str, str] = {}
+        pages = self.pages
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                body = pages.get(self.path.split("?")[0])
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.end_headers()
+                self.wfile.write((body or "not found").encode())
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def page(self, path: str, script_attributes: dict[str, str], *, then: str = "", load: str = "async") -> str:
+        attributes = " ".join(f'{name}="{html.escape(value)}"' for name, value in script_attributes.items())
+        self.pages[path] = (
+            "<!doctype html><html lang=en><head><meta charset=utf-8>"
+            '<meta name="viewport" content="width=device-width, initial-scale=1"><title>Acme Shoes</title></head>'
+            "<body><h1>Acme Shoes</h1><p>Boots, sandals and sneakers.</p>"
+            f"<script {attributes} {load}></script>{then}</body></html>"
+        )
+        return self.origin + path
+
+
+@pytest.fixture
+def shop() -> Iterator[ShopSite]:
+    site = ShopSite()
+    yield site
+    site.server.shutdown()
+    site.server.server_close()
+
+
+def publish_agent(tenant: Tenant, fake_llm: Any, script: str) -> str:
+    config = {
+        "model": {"provider": "openai_compatible", "name": f"script:{script}"},
+        "tools": {"builtin": {"create_ticket": {"enabled": True}}},
+    }
+    api = tenant.client()
+    response = api.post("/v1/agents", {"name": "Front desk", "config": config}, format="json")
+    assert response.status_code == 201, response.json()
+    agent = response.json()["id"]
+    assert api.post(f"/v1/agents/{agent}/publish", {}, format="json").status_code == 201
+    return str(agent)
+
+
+def end_user_token(tenant: Tenant, sub: str) -> str:
+    secret = tenant.client().get("/v1/end_user_secret").json()["secret"]
+    return jwt.encode({"sub": sub, "exp": int(time.time()) + 600}, secret, "HS256")
+
+
+def allow(tenant: Tenant, *origins: str) -> None:
+    key = ApiKey.objects.get(project=tenant.project, kind=ApiKey.Kind.PUBLISHABLE)
+    api_key_origins_update(project=tenant.project, key_id=key.pk, allowed_origins=list(origins))
+
+
+def widget_page(tenant: Tenant, live_server: Any, shop: ShopSite, agent: str, **extra: str) -> str:
+    return shop.page(
+        "/",
+        {
+            "src": f"{live_server.url}/widget.js",
+            "data-key": tenant.publishable_key,
+            "data-agent": agent,
+            "data-title": "Acme Shoes support",
+            **extra,
+        },
+    )
+
+
+def script_conversation(fake_llm: Any, script: str) -> None:
+    # One answer per assistant message already in the conversation: a first reply, then the handoff and a ticket.
+    fake_llm.script(
+        script,
+        [
+            text("Sorry to hear that. What is wrong with them?"),
+            calls(HANDOFF, TICKET),
+            text("I've passed this to our team; a person will continue here."),
+        ],
+    )
+
+
+def send(page: Any, message: str) -> None:
+    page.get_by_label("Message").fill(message)
+    page.get_by_role("button", name="Send").click()
+
+
+def converse(page: Any, url: str) -> Any:
+    """A customer's conversation on the shop's page; returns the conversation log."""
+    page.goto(url)
+    launcher = page.get_by_role("button", name="Chat with us")
+    launcher.click()
+    dialog = page.get_by_role("dialog", name="Acme Shoes support")
+    expect(dialog).to_be_visible()
+    expect(page.get_by_label("Message")).to_be_focused()  # focus moves into the chat
+    log = page.get_by_role("log", name="Conversation")
+    expect(log).to_have_attribute("aria-live", "polite")
+
+    send(page, "My new boots are damaged")
+    expect(log.locator(".message.user")).to_have_text(["You said:My new boots are damaged"])
+    expect(log.locator(".message.assistant")).to_contain_text(["What is wrong with them?"], timeout=LIVE)
+    expect(page.get_by_label("Message")).to_be_focused()
+
+    page.get_by_label("Message").fill("The sole is torn. I want to talk to a person.")
+    page.get_by_label("Message").press("Enter")  # Enter sends, as in any chat
+    expect(log.locator(".message.assistant").nth(1)).to_contain_text("a person will continue here", timeout=LIVE)
+    return log
+
+
+def receipts_shown(log: Any, tenant: Tenant, *, ticket_made: bool = True) -> Handoff:
+    """The handoff and the ticket number as the tools made them, each shown once, before the answer; a ticket the
+    tools refused (an anonymous customer gets no action tools) is not shown at all."""
+    handoff = Handoff.objects.get(project=tenant.project)
+    expect(log.locator(".notice.handoff")).to_have_count(1)
+    expect(log.locator(".notice.handoff")).to_contain_text("transferred to a person from the team")
+    if ticket_made:
+        ticket = Ticket.objects.get(project=tenant.project)
+        expect(log.locator(".notice.ticket")).to_have_text(
+            f"Ticket {ticket.display_number} is open. Keep this number for reference."
+        )
+    else:
+        assert not Ticket.objects.exists()
+        expect(log.locator(".notice.ticket")).to_have_count(0)
+    order = log.locator(".message, .notice").evaluate_all("nodes => nodes.map(n => n.className)")
+    tickets = ["notice ticket"] if ticket_made else []
+    first, handed_off = ["message user", "message assistant"], ["message user", "notice handoff", *tickets]
+    assert order == [*first, *handed_off, "message assistant"]
+    return handoff
+
+
+def test_a_customer_talks_to_the_agent_on_the_shops_site_and_is_handed_to_a_person(
+    alice, live_server, browser, shop, start_worker, fake_llm, monkeypatch
+):
+    script_conversation(fake_llm, "widget-desktop")
+    agent = publish_agent(alice, fake_llm, "widget-desktop")
+    allow(alice, shop.origin)
+    start_worker(fake_llm.worker_env())
+    token = end_user_token(alice, "cust-42")
+    url = widget_page(alice, live_server, shop, agent, **{"data-end-user-token": token})
+    assert not url.startswith(live_server.url)  # the page and the API are different origins
+
+    page = new_page(browser, live_server, **DESKTOP)
+    try:
+        log = converse(page, url)
+        handoff = receipts_shown(log, alice)
+        ticket = Ticket.objects.get(project=alice.project)
+        screenshot(page, "widget-desktop", full_page=False)
+
+        # One session for the conversation, the verified customer's, kept for the tab.
+        session = Session.objects.get(project=alice.project)
+        assert session.end_user is not None and session.end_user.external_id == "cust-42"
+        assert handoff.session_id == session.pk and ticket.session_id == session.pk
+        assert Run.objects.filter(session=session, status=Run.Status.COMPLETED).count() == 2
+        stored = page.evaluate("() => Object.entries(sessionStorage)")
+        assert [value for name, value in stored if name.startswith("kagent:session:")] == [session.pk]
+
+        # Keyboard: on a desktop the chat sits beside the page (not modal); Escape closes and gives focus back to the
+        # launcher; Enter on it opens again.
+        expect(page.get_by_role("dialog")).to_have_attribute("aria-modal", "false")
+        page.keyboard.press("Escape")
+        expect(page.get_by_role("dialog")).to_be_hidden()
+        launcher = page.get_by_role("button", name="Chat with us")
+        expect(launcher).to_be_focused()
+        expect(launcher).to_have_attribute("aria-expanded", "false")
+        page.keyboard.press("Enter")
+        expect(page.get_by_label("Message")).to_be_focused()
+
+        # A reload (or another page of the shop) picks the conversation up again, handed off as it is.
+        page.reload()
+        page.get_by_role("button", name="Chat with us").click()
+        expect(log.locator(".message")).to_have_count(4)
+        expect(log.locator(".message.assistant").last).to_contain_text("a person will continue here")
+        expect(log.locator(".notice.handoff")).to_contain_text("A person from the team will continue")
+
+        # Too many messages: the API's 429 is said kindly, with its wait, and the message is kept to send again.
+        def too_many(key: ApiKey) -> None:
+            raise throttle.RateLimited("This key started more than 60 runs this minute.", 17)
+
+        monkeypatch.setattr(throttle, "run_start", too_many)  # the fault: the limit reached
+        send(page, "Are you still there?")
+        expect(page.get_by_role("alert")).to_have_text(
+            "You're sending messages faster than we can answer. Please wait 17 seconds and try again."
+        )
+        expect(page.get_by_label("Message")).to_have_value("Are you still there?")
+        expect(log.locator(".message.user")).to_have_count(2)
+        assert Run.objects.filter(session=session).count() == 2
+        assert page.js_errors == []
+    finally:
+        page.context.close()
+
+
+def test_on_a_phone_the_chat_takes_the_whole_screen(alice, live_server, browser, shop, start_worker, fake_llm):
+    script_conversation(fake_llm, "widget-phone")
+    agent = publish_agent(alice, fake_llm, "widget-phone")
+    allow(alice, shop.origin)
+    start_worker(fake_llm.worker_env())
+    url = widget_page(alice, live_server, shop, agent)
+
+    page = new_page(browser, live_server, **PHONE)
+    try:
+        log = converse(page, url)
+        receipts_shown(log, alice, ticket_made=False)  # anonymous: the model's create_ticket was refused
+        box = page.get_by_role("dialog").bounding_box()
+        assert box == {"x": 0, "y": 0, "width": 390, "height": 844}
+        no_sideways_scroll(page)
+        for control in (page.get_by_role("button", name="Send"), page.get_by_role("button", name="Close chat")):
+            size = control.bounding_box()
+            assert size["width"] >= 44 and size["height"] >= 44  # big enough for a finger
+        screenshot(page, "widget-phone", full_page=False)
+        # Covering the page, the chat is a modal dialog: Tab goes round inside it.
+        expect(page.get_by_role("dialog")).to_have_attribute("aria-modal", "true")
+        expect(page.get_by_label("Message")).to_be_focused()
+        page.keyboard.press("Tab")
+        expect(page.get_by_role("button", name="Send")).to_be_focused()
+        page.keyboard.press("Tab")
+        expect(page.get_by_role("button", name="Close chat")).to_be_focused()
+        page.keyboard.press("Shift+Tab")
+        expect(page.get_by_role("button", name="Send")).to_be_focused()
+        page.get_by_role("button", name="Close chat").click()
+        expect(page.get_by_role("button", name="Chat with us")).to_be_visible()
+        assert page.js_errors == []
+    finally:
+        page.context.close()
+
+
+def test_a_page_whose_origin_the_key_does_not_list_gets_nothing(alice, live_server, browser, shop, fake_llm):
+    fake_llm.script("widget-refused", [text("never")])
+    agent = publish_agent(alice, fake_llm, "widget-refused")
+    allow(alice, "https://shop.example")  # not this page's origin
+    url = widget_page(alice, live_server, shop, agent)
+    page = new_page(browser, live_server, **DESKTOP)
+    refused: list[str] = []
+    page.on("requestfailed", lambda request: refused.append(request.url))
+    try:
+        page.goto(url)
+        page.get_by_role("button", name="Chat with us").click()
+        send(page, "Hello?")
+        expect(page.get_by_role("alert")).to_have_text(
+            "We can't reach the chat right now. Check your connection and try again."
+        )
+        expect(page.get_by_label("Message")).to_have_value("Hello?")  # kept, to send again
+        assert refused == [f"{live_server.url}/v1/sessions"]  # the browser stopped it at the preflight
+        assert not Session.objects.exists()
+        assert page.js_errors == []
+    finally:
+        page.context.close()
+
+
+def test_the_api_keys_page_sets_a_keys_allowed_origins_with_errors_next_to_the_field(alice, page):
+    key = ApiKey.objects.get(project=alice.project, kind=ApiKey.Kind.PUBLISHABLE)
+    sign_in(page, alice)
+    page.goto("/settings/api-keys/")
+    form = page.locator(f"#origins-{key.pk}")
+    field = form.get_by_label("Allowed origins")
+    field.fill("https://shop.example\nhttps://shop.example/checkout")
+    form.get_by_role("button", name="Save origins").click()
+    field = page.locator(f"#origins-{key.pk}").get_by_label("Allowed origins")
+    expect(field).to_have_attribute("aria-invalid", "true")
+    error_id = field.get_attribute("aria-describedby")
+    expect(page.locator(f"#{error_id}")).to_have_text(
+        "https://shop.example/checkout: an origin has no path, query or fragment: https://shop.example."
+    )
+    expect(field).to_have_value("https://shop.example\nhttps://shop.example/checkout")  # as typed, to fix
+    key.refresh_from_db()
+    assert key.allowed_origins == []
+
+    field.fill("https://shop.example\nHTTP://LOCALHOST:3000")
+    page.locator(f"#origins-{key.pk}").get_by_role("button", name="Save origins").click()
+    expect(page.locator(".messages")).to_contain_text("https://shop.example, http://localhost:3000")
+    expect(page.locator(f"#origins-{key.pk}").get_by_label("Allowed origins")).to_have_value(
+        "https://shop.example\nhttp://localhost:3000"
+    )
+    key.refresh_from_db()
+    assert key.allowed_origins == ["https://shop.example", "http://localhost:3000"]
+    assert re.search(r"/settings/api-keys/$", page.url)
+
+
+def test_a_stream_that_ends_before_the_run_does_is_resumed_where_it_stopped(
+    alice, live_server, browser, shop, start_worker, fake_llm, monkeypatch
+):
+    # The server ends every event stream as soon as it has sent what there is (as a proxy's or the WSGI server's
+    # time limit does, sooner): the widget reads on with Last-Event-ID, missing nothing and showing nothing twice.
+    monkeypatch.setattr(streams, "MAX_WSGI_STREAM_S", 0.0)
+    slow = [Fault(delay_s=0.5)]
+    fake_llm.script(
+        "widget-resume",
+        [calls(HANDOFF, faults=slow), text("Someone from our team will take over here.", faults=slow)],
+    )
+    agent = publish_agent(alice, fake_llm, "widget-resume")
+    allow(alice, shop.origin)
+    start_worker(fake_llm.worker_env())
+    page = new_page(browser, live_server, **DESKTOP)
+    followed: list[str | None] = []
+    page.on(
+        "request",
+        lambda request: (
+            followed.append(request.headers.get("last-event-id"))
+            if request.url.endswith("/events") and request.method == "GET"
+            else None
+        ),
+    )
+    try:
+        page.goto(widget_page(alice, live_server, shop, agent))
+        page.get_by_role("button", name="Chat with us").click()
+        send(page, "The parcel arrived broken")
+        log = page.get_by_role("log", name="Conversation")
+        answer = "Assistant said:Someone from our team will take over here."
+        expect(log.locator(".message.assistant")).to_have_text([answer], timeout=LIVE)
+        expect(log.locator(".notice.handoff")).to_have_count(1)
+        assert len(followed) >= 2, followed
+        assert followed[0] is None
+        resumed = [int(value) for value in followed[1:] if value is not None]
+        assert resumed and resumed == sorted(resumed), followed
+        assert page.js_errors == []
+    finally:
+        page.context.close()
+
+
+def test_the_api_keys_page_with_its_origins_fits_a_phone(alice, phone_page):
+    key = ApiKey.objects.get(project=alice.project, kind=ApiKey.Kind.PUBLISHABLE)
+    api_key_origins_update(
+        project=alice.project,
+        key_id=key.pk,
+        allowed_origins=["https://a-rather-long-shop-name.example", "http://localhost:3000"],
+    )
+    sign_in(phone_page, alice)
+    phone_page.goto("/settings/api-keys/")
+    expect(phone_page.locator(f"#origins-{key.pk}").get_by_label("Allowed origins")).to_be_visible()
+    no_sideways_scroll(phone_page)
+    screenshot(phone_page, "phone-api-keys-origins")
+
+
+def test_a_page_answers_the_agents_client_tool_through_kagent_init(
+    alice, live_server, browser, shop, start_worker, fake_llm
+):
+    fake_llm.script("widget-cart", [calls(("get_cart", {})), text("You have 2 items in your cart.")])
+    config = {
+        "model": {"provider": "openai_compatible", "name": "script:widget-cart"},
+        "tools": {"client": [{"name": "get_cart", "description": "The items in the cart.", "effect": "read"}]},
+    }
+    api = alice.client()
+    agent = api.post("/v1/agents", {"name": "Cart", "config": config}, format="json").json()["id"]
+    assert api.post(f"/v1/agents/{agent}/publish", {}, format="json").status_code == 201
+    allow(alice, shop.origin)
+    start_worker(fake_llm.worker_env())
+    options = {"key": alice.publishable_key, "agent": agent, "title": "Acme Shoes support"}
+    init = (
+        "<script>KAgent.init(Object.assign(" + json.dumps(options) + ", {clientTools: {get_cart: function () {"
+        " return new Promise(function (done) { done({items: 2, skus: ['BOOT-41', 'SOCK-3']}); }); }}}));</script>"
+    )
+    url = shop.page("/cart", {"src": f"{live_server.url}/widget.js"}, then=init, load="")
+    page = new_page(browser, live_server, **DESKTOP)
+    try:
+        page.goto(url)
+        page.get_by_role("button", name="Chat with us").click()
+        send(page, "What is in my cart?")
+        log = page.get_by_role("log", name="Conversation")
+        answer = "Assistant said:You have 2 items in your cart."
+        expect(log.locator(".message.assistant")).to_have_text([answer], timeout=LIVE)
+        run = Run.objects.get(project=alice.project)
+        assert run.status == Run.Status.COMPLETED
+        [call] = ToolCall.objects.filter(run=run)
+        assert call.name == "get_cart" and call.status == ToolCall.Status.SUCCEEDED
+        assert "BOOT-41" in json.dumps(call.result)  # what the page's function returned
+        assert page.js_errors == []
+    finally:
+        page.context.close()
