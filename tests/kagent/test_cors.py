@@ -8,7 +8,6 @@ from typing import Any
 
 import httpx
 import pytest
-from django.core.cache import cache
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
@@ -18,7 +17,7 @@ from kagent.errors import ApiError
 from kagent.models import ApiKey
 from kagent.services import api_key_origins_update, api_key_revoke
 from runs import engine
-from tests.conftest import Tenant, make_tenant
+from tests.conftest import Tenant, clear_cache, make_tenant
 from tests.runs.test_run_events_live import asgi_server as uvicorn_events_server  # noqa: F401 (a fixture, by this name)
 
 SHOP = "https://shop.example"
@@ -27,7 +26,7 @@ EVIL = "https://evil.example"
 
 @pytest.fixture(autouse=True)
 def fresh_cache() -> None:
-    cache.clear()
+    clear_cache()
 
 
 def publishable(tenant: Tenant) -> ApiKey:

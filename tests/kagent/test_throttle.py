@@ -4,8 +4,9 @@ the same message on the sign-in page whether the account exists or not."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
-from django.core.cache import cache
 from django.test import Client
 
 from fakes.llm import text
@@ -17,10 +18,10 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def fresh_counters():
-    cache.clear()
+def fresh_counters(settings):
+    # Counters of this test's own: a namespace no other test process (sharing the Redis database) writes to.
+    settings.CACHES = {name: {**config, "KEY_PREFIX": uuid.uuid4().hex} for name, config in settings.CACHES.items()}
     yield
-    cache.clear()
 
 
 def test_a_secret_key_over_its_projects_limit_gets_429_with_retry_after(alice, bob):
