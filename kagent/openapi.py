@@ -53,9 +53,21 @@ TIMESTAMP = {"type": "integer", "description": "Unix seconds"}
 NULLABLE_TIMESTAMP = {"type": ["integer", "null"], "description": "Unix seconds"}
 
 
+ERROR_RESPONSE = {
+    "description": "SPEC §4's error JSON: a stable `code`, a `message` for people, `details` (null or a list of "
+    "{path, message})",
+    "content": {"application/json": {"schema": ERROR}},
+}
+
+
 def add_components(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
-    """drf-spectacular postprocessing hook."""
+    """drf-spectacular postprocessing hook: our components, and every operation's errors (any 4xx, in the error
+    JSON: an unknown id, a body or parameter that isn't valid, a missing key, a limit reached…)."""
     result.setdefault("components", {}).setdefault("schemas", {}).update(_COMPONENTS)
+    for item in result.get("paths", {}).values():
+        for method, operation in item.items():
+            if method in ("get", "post", "put", "patch", "delete"):
+                operation.setdefault("responses", {}).setdefault("4XX", ERROR_RESPONSE)
     return result
 
 
