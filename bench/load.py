@@ -1,7 +1,7 @@
 """Load: N concurrent runs against the real stack, one command.
 
     .venv/bin/python bench/load.py                  # 1,000 runs (a few minutes on 2 cores)
-    .venv/bin/python bench/load.py --runs 100       # options: --concurrency 16 --workers 2 --database-url … --redis-url …
+    .venv/bin/python bench/load.py --runs 100       # also: --concurrency 16 --workers 2 --database-url --redis-url
 
 The stack (bench/stack.py): gunicorn with gunicorn.conf.py (2 processes × 8 threads), Celery workers (prefork, 2
 children each) on Redis, a fresh PostgreSQL database (`kagent_bench_load` unless --database-url says otherwise; its
