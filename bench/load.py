@@ -200,6 +200,7 @@ def run_load(
 ) -> dict[str, Any]:
     """Submits `runs` runs of the mix, answers client tools, waits until every run of the project is terminal (or
     `timeout`), and returns the figures. `during(stop_event)`, if given, runs in a thread meanwhile (a fault)."""
+    from django.db import InterfaceError, OperationalError, connection
     from django.db.models import Max
 
     from runs.models import Run, ToolCall
@@ -226,7 +227,12 @@ def run_load(
     submitted = time.time()
     deadline = time.monotonic() + timeout
     project_runs = Run.objects.filter(project_id=project_id)
-    while project_runs.exclude(status__in=Run.TERMINAL).exists() and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        try:
+            if not project_runs.exclude(status__in=Run.TERMINAL).exists():
+                break
+        except (OperationalError, InterfaceError):  # the database is restarting (a fault): ask again
+            connection.close()
         time.sleep(0.5)
     stop.set()
     answerer.join(timeout=10)
