@@ -11,7 +11,8 @@ the scripted model and the business API of fakes/. The lease and sweep are short
 a queued run's message sent again after 5 s, the model's timeout 1 s) so a scenario ends in seconds.
 
 Scenarios (each in a project of its own; after each, every run of the project must be terminal):
-- load: the load of bench/load.py without faults: every run completed, no call delivered twice.
+- load: the load of bench/load.py without faults (the short form of the load benchmark, 40 runs with --quick):
+  every run completed, no call delivered twice.
 - upstream: runs whose model answers 500s, times out, or asks for a tool with malformed arguments, and runs whose
   business API answers a 302, a 503, too slowly, or more than 1 MiB. Each run must end in its expected status
   and error code (the model's failures: failed, model_error; the tool's: completed, with the call failed and its
@@ -158,8 +159,8 @@ class Throwaway:
 
 
 class Context:
-    def __init__(self, stack: Stack, servers: Throwaway, runs: int) -> None:
-        self.stack, self.servers, self.runs = stack, servers, runs
+    def __init__(self, stack: Stack, servers: Throwaway, runs: int, load_runs: int) -> None:
+        self.stack, self.servers, self.runs, self.load_runs = stack, servers, runs, load_runs
 
     def project(self, name: str, patience: float = 0.0) -> tuple[str, App]:
         project_id, key = make_project(name)
@@ -186,7 +187,11 @@ def _settled_load(
 
 
 def scenario_load(ctx: Context) -> tuple[bool, dict[str, Any]]:
-    return _settled_load(ctx, "load", None)
+    runs, ctx.runs = ctx.runs, ctx.load_runs
+    try:
+        return _settled_load(ctx, "load", None)
+    finally:
+        ctx.runs = runs
 
 
 def scenario_worker_kill(ctx: Context) -> tuple[bool, dict[str, Any]]:
@@ -324,8 +329,9 @@ SCENARIOS: dict[str, Callable[[Context], tuple[bool, dict[str, Any]]]] = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="short form: 24 runs a scenario")
+    parser.add_argument("--quick", action="store_true", help="short form: 24 runs a scenario, 40 for the load")
     parser.add_argument("--runs", type=int, default=None, help="runs per scenario (default 120; --quick 24)")
+    parser.add_argument("--load-runs", type=int, default=None, help="runs of the load scenario (--quick: 40)")
     parser.add_argument("--only", default="", help="comma-separated scenarios: " + ",".join(SCENARIOS))
     parser.add_argument("--pg-port", type=int, default=5440)
     parser.add_argument("--redis-port", type=int, default=6390)
@@ -364,7 +370,7 @@ def main() -> None:
             },
         ).start()
         print(f"stack up on throwaway servers (PostgreSQL :{args.pg_port}, Redis :{args.redis_port})", flush=True)
-        ctx = Context(stack, servers, runs)
+        ctx = Context(stack, servers, runs, args.load_runs or (40 if args.quick else runs))
         random.seed(12)
         for name in chosen:
             t0 = time.monotonic()
