@@ -17,7 +17,8 @@ Scenarios (each in a project of its own; after each, every run of the project mu
   business API answers a 302, a 503, too slowly, or more than 1 MiB. Each run must end in its expected status
   and error code (the model's failures: failed, model_error; the tool's: completed, with the call failed and its
   egress code, or refused invalid_arguments); a 5xx may be tried again (same webhook-id), nothing that succeeded is.
-- worker_kill: the load while a worker is SIGKILLed (its whole process group) every 3 s and started again.
+- worker_kill: the load while the workers are SIGKILLed (each whole process group) in turn, each once it is up
+  and has worked a second, and started again (2 kills with --quick, 6 in the long form).
 - redis: the load while Redis is stopped mid-load and started again 3 s later, empty.
 - postgres: the load while PostgreSQL is stopped (fast shutdown) mid-load and started again 3 s later.
 For the last three: every run completed (the app rides out the outage: a failed request is tried again for up to
@@ -159,8 +160,9 @@ class Throwaway:
 
 
 class Context:
-    def __init__(self, stack: Stack, servers: Throwaway, runs: int, load_runs: int) -> None:
+    def __init__(self, stack: Stack, servers: Throwaway, runs: int, load_runs: int, kills: int) -> None:
         self.stack, self.servers, self.runs, self.load_runs = stack, servers, runs, load_runs
+        self.kills = kills
 
     def project(self, name: str, patience: float = 0.0) -> tuple[str, App]:
         project_id, key = make_project(name)
@@ -198,17 +200,21 @@ def scenario_worker_kill(ctx: Context) -> tuple[bool, dict[str, Any]]:
     kills = Counter[str]()
 
     def killer(stop: threading.Event) -> None:
-        turn = 0
-        while not stop.wait(0.5 if turn == 0 else 2.0):
+        # Each worker in turn, once it is up and has had a second of work: SIGKILLed, then started again while the
+        # other one works. A fixed number of kills, then the system is left to recover.
+        for turn in range(ctx.kills):
             index = turn % 2
-            turn += 1
+            while not ctx.stack.worker_ready(index) and not stop.wait(0.2):
+                pass
+            if stop.wait(1.0 if turn else 0.3):
+                return
             ctx.stack.kill_worker(index)
             kills["SIGKILL"] += 1
-            ctx.stack.start_worker(index)
+            ctx.stack.start_worker(index, wait=False)
 
     ok, report = _settled_load(ctx, "worker-kill", killer)
     report["workers_killed"] = kills["SIGKILL"]
-    return ok and kills["SIGKILL"] > 0, report
+    return ok and kills["SIGKILL"] == ctx.kills, report
 
 
 def _outage(stop_server: Callable[[], None], start_server: Callable[[], None], events: list[str]) -> Any:
@@ -370,7 +376,7 @@ def main() -> None:
             },
         ).start()
         print(f"stack up on throwaway servers (PostgreSQL :{args.pg_port}, Redis :{args.redis_port})", flush=True)
-        ctx = Context(stack, servers, runs, args.load_runs or (40 if args.quick else runs))
+        ctx = Context(stack, servers, runs, args.load_runs or (40 if args.quick else runs), 2 if args.quick else 6)
         random.seed(12)
         for name in chosen:
             t0 = time.monotonic()

@@ -71,6 +71,7 @@ class Stack:
         self.processes = Processes()
         self.queue = f"bench-{uuid.uuid4().hex[:10]}"
         self.workers: dict[int, subprocess.Popen[Any]] = {}
+        self.worker_logs: dict[int, Path] = {}
         self.web: subprocess.Popen[Any] | None = None
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -162,7 +163,7 @@ class Stack:
                 raise SystemExit(f"gunicorn did not start:\n{log.read_text(errors='replace')[-3000:]}")
             time.sleep(0.2)
 
-    def start_worker(self, index: int) -> subprocess.Popen[Any]:
+    def start_worker(self, index: int, *, wait: bool = True) -> subprocess.Popen[Any]:
         self._starts += 1
         log = self.log_dir / f"worker-{index}-{self._starts}.log"
         proc = self.processes.start(
@@ -190,13 +191,18 @@ class Stack:
             env=self.env,
             log=log,
         )
+        self.workers[index] = proc
+        self.worker_logs[index] = log
         deadline = time.monotonic() + 90
-        while "ready." not in log.read_text(errors="replace"):
+        while wait and "ready." not in log.read_text(errors="replace"):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"the worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
             time.sleep(0.05)
-        self.workers[index] = proc
         return proc
+
+    def worker_ready(self, index: int) -> bool:
+        log = self.worker_logs.get(index)
+        return index in self.workers and log is not None and "ready." in log.read_text(errors="replace")
 
     def kill_worker(self, index: int) -> None:
         """SIGKILL the worker's whole process group: the main process and its pool children die mid-task."""
