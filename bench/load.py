@@ -272,7 +272,12 @@ def run_load(
         "delivered_twice": len(twice),
         "delivered_again_after_success": len(after_success),
         "client_tool_runs_answered": len(answered),
-        "runs_claimed_again": project_runs.filter(claims__gt=1).count(),  # picked up again after a lost worker
+        # Picked up again by another worker (its own was lost): more claims than its start and, for a client
+        # tool, its resumption.
+        "runs_recovered": (
+            project_runs.filter(claims__gt=1).exclude(tool_calls__kind="client").count()
+            + project_runs.filter(claims__gt=2, tool_calls__kind="client").distinct().count()
+        ),
         "api_latency_ms": {kind: percentiles(values) for kind, values in sorted(app.latencies.items())},
         "api_all": percentiles([v for kind, values in app.latencies.items() if kind != "setup" for v in values]),
         "api_failures": dict(app.failures),
