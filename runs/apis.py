@@ -20,7 +20,7 @@ from kagent.clients import client_address
 from kagent.errors import Unprocessable
 from kagent.inputs import Input
 from kagent.models import ApiKey
-from kagent.openapi import list_of
+from kagent.openapi import empty_is_unset, list_of
 from runs import selectors, services, streams
 from runs.identity import EndUserClaim
 from runs.models import Run, RunStep, ToolCall
@@ -599,6 +599,9 @@ SESSION_FILTERS = [
     *_TIME_FILTERS,
     OpenApiParameter("include_tests", bool, description="include test-panel sessions (off by default)"),
 ]
+
+
+empty_is_unset("runs_list", "sessions_list")  # read with kagent.api.param_*
 
 
 def run_filters(params: Mapping[str, str]) -> dict[str, Any]:

@@ -24,3 +24,19 @@ def test_include_tests_on_the_desk_is_true_or_false(alice, path):
     assert api.get(f"{path}?include_tests=false").status_code == 200
     refused = api.get(f"{path}?include_tests=0.53")
     assert refused.status_code == 422 and refused.json()["error"]["code"] == "invalid_parameter"
+
+
+@pytest.mark.parametrize(
+    ("path", "operation", "parameter"),
+    [
+        ("/v1/runs", "runs_list", "status"),
+        ("/v1/sessions", "sessions_list", "status"),
+        ("/v1/egress_events", "egress_events_list", "decision"),
+    ],
+)
+def test_an_empty_filter_is_no_filter_and_the_document_says_so(alice, client, path, operation, parameter):
+    assert alice.client().get(f"{path}?{parameter}=").status_code == 200
+    assert alice.client().get(f"{path}?{parameter}=maybe").status_code == 422
+    doc = client.get("/v1/openapi.json").json()
+    [declared] = [p for p in doc["paths"][path]["get"]["parameters"] if p["name"] == parameter]
+    assert {"type": "string", "maxLength": 0, "description": "empty: no filter"} in declared["schema"]["anyOf"]
