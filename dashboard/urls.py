@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
 
 from dashboard import views
-from dashboard.pages import agents, desk, panel, runs, settings, tools
+from dashboard.pages import agents, desk, panel, runs, settings, tools, webhooks
 
 app_name = "dashboard"
 
@@ -68,5 +68,14 @@ urlpatterns = [
     ),
     path("settings/members/", settings.members, name="members"),
     path("settings/members/<int:membership_id>/remove/", settings.member_remove, name="member-remove"),
-    path("settings/webhooks/", settings.webhooks, name="webhooks"),
+    path("settings/webhooks/", webhooks.webhook_list, name="webhooks"),
+    path("settings/webhooks/<str:endpoint_id>/", webhooks.webhook_detail, name="webhook"),
+    path("settings/webhooks/<str:endpoint_id>/rotate/", webhooks.webhook_rotate, name="webhook-rotate"),
+    path("settings/webhooks/<str:endpoint_id>/enabled/", webhooks.webhook_enabled, name="webhook-enabled"),
+    path("settings/webhooks/<str:endpoint_id>/delete/", webhooks.webhook_delete, name="webhook-delete"),
+    path(
+        "settings/webhooks/<str:endpoint_id>/deliveries/<str:delivery_id>/redeliver/",
+        webhooks.webhook_redeliver,
+        name="webhook-redeliver",
+    ),
 ]

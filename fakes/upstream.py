@@ -66,6 +66,8 @@ class Canned:
     headers: dict[str, str] = field(default_factory=dict)
     # Seconds to wait before answering, one entry per request in order (then no wait): a slow first attempt.
     delays: list[float] = field(default_factory=list)
+    # Statuses of the first requests, in order (then `status`): a receiver that fails twice, then succeeds.
+    statuses: list[int] = field(default_factory=list)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -122,8 +124,9 @@ class _Handler(BaseHTTPRequestHandler):
             canned = upstream.canned.get(route.split("/")[2], Canned(404, b'{"error": "not registered"}'))
             with upstream._lock:
                 delay = canned.delays.pop(0) if canned.delays else 0.0
+                status = canned.statuses.pop(0) if canned.statuses else canned.status
             time.sleep(delay)
-            self._send(canned.status, canned.body, canned.headers)
+            self._send(status, canned.body, canned.headers)
         elif route == "/big-cl":
             self.send_response(200)
             self.send_header("Content-Length", str(2 * MIB))
@@ -238,9 +241,10 @@ class Upstream:
         body: bytes | None = None,
         headers: dict[str, str] | None = None,
         delays: list[float] | None = None,
+        statuses: list[int] | None = None,
     ) -> str:
         data = body if body is not None else json.dumps(json_body).encode()
-        self.canned[name] = Canned(status, data, dict(headers or {}), list(delays or []))
+        self.canned[name] = Canned(status, data, dict(headers or {}), list(delays or []), list(statuses or []))
         return f"/respond/{name}"
 
     def record(self, handler: _Handler, body: bytes) -> None:

@@ -15,4 +15,5 @@ urlpatterns = [
     path("", include("agents.urls")),
     path("", include("tools.urls")),
     path("", include("runs.urls")),
+    path("", include("hooks.urls")),
 ]

@@ -91,6 +91,7 @@ INSTALLED_APPS = [
     "kagent.apps.KagentConfig",
     "agents.apps.AgentsConfig",
     "tools.apps.ToolsConfig",
+    "hooks.apps.HooksConfig",
     "runs.apps.RunsConfig",
     "dashboard.apps.DashboardConfig",
 ]
@@ -307,8 +308,31 @@ KAGENT_SWEEP_SECONDS = float(os.environ.get("KAGENT_SWEEP_SECONDS", "10"))
 # A run still queued this long after it was sent is sent again (its message was lost with the broker); a second
 # message is harmless, the claim lets one worker through.
 KAGENT_RUN_RESEND_SECONDS = int(os.environ.get("KAGENT_RUN_RESEND_SECONDS", "300"))
+
+
+# --- Webhooks ----------------------------------------------------------------------------------------
+# Seconds before each automatic retry of a failed delivery (network error, timeout, 408, 429, 5xx), each with ±20%
+# jitter: ten attempts over about a day. A delivery that used them all up with no success on its endpoint since
+# disables the endpoint.
+def _retry_seconds(name: str, default: str) -> list[float]:
+    try:
+        values = [float(item) for item in _env_list(name, default)]
+    except ValueError:
+        values = [-1.0]
+    if len(values) > 30 or any(not 0 <= value <= 7 * 86400 for value in values):
+        raise ImproperlyConfigured(f"{name} is comma-separated seconds (0 to 604800 each, at most 30 of them)")
+    return values
+
+
+KAGENT_WEBHOOK_RETRY_SECONDS = _retry_seconds(
+    "KAGENT_WEBHOOK_RETRY_SECONDS", "10,60,300,1800,3600,7200,14400,28800,28800"
+)
+# How long a worker holds a delivery it is sending; a worker that died mid-delivery lets it go after this.
+KAGENT_WEBHOOK_LEASE_SECONDS = float(os.environ.get("KAGENT_WEBHOOK_LEASE_SECONDS", "60"))
 CELERY_BEAT_SCHEDULE = {
     "runs-sweep": {"task": "runs.sweep", "schedule": KAGENT_SWEEP_SECONDS},
+    # Webhook events not dispatched and deliveries due or let go by a dead worker are queued again.
+    "hooks-sweep": {"task": "hooks.sweep", "schedule": KAGENT_SWEEP_SECONDS},
     # API knowledge sources whose refresh_minutes have passed are fetched again.
     "knowledge-refresh": {"task": "agents.knowledge_refresh_due", "schedule": 60.0},
 }

@@ -361,7 +361,8 @@ EVENTS_DESCRIPTION = (
     "Server-Sent Events: `event:` run.queued, run.in_progress, run.step.created, run.requires_action, run.completed, "
     "run.failed, run.cancelled; `data:` the run as the API renders it (or the step, as the steps API does — a "
     "publishable key sees what happened, not the business's data); `id:` resume after it with Last-Event-ID. The "
-    "stream ends after a terminal event or run.requires_action; a comment every 15 s keeps it open."
+    "stream ends after a terminal event or run.requires_action; a comment every 15 s keeps it open. Resuming after "
+    "the last event of a run that ended answers 204 (an EventSource stops reconnecting)."
 )
 
 
@@ -383,7 +384,10 @@ class RunEventsApi(ProjectApi):
             OpenApiParameter("Last-Event-ID", str, OpenApiParameter.HEADER, description="resume after this event"),
             OpenApiParameter("last_event_id", int, description="the same, for clients that can't set headers"),
         ],
-        responses={(200, "text/event-stream"): OpenApiResponse(description=EVENTS_DESCRIPTION)},
+        responses={
+            (200, "text/event-stream"): OpenApiResponse(description=EVENTS_DESCRIPTION),
+            204: OpenApiResponse(description="The run ended and every one of its events is behind Last-Event-ID."),
+        },
         description=EVENTS_DESCRIPTION,
     )
     def get(self, request: Request, run_id: str) -> HttpResponseBase:
@@ -529,7 +533,13 @@ class TicketDetailApi(ProjectApi):
     def get(self, request: Request, ticket_id: str) -> Response:
         return Response(TICKET.render(selectors.ticket_get(project=self.project, ticket_id=ticket_id)))
 
-    @extend_schema(operation_id="tickets_update", request=TICKET_UPDATE.body, responses={200: TICKET.ref})
+    @extend_schema(
+        operation_id="tickets_update",
+        request=TICKET_UPDATE.body,
+        responses={200: TICKET.ref},
+        description="Close or reopen a ticket, or change its priority. A ticket whose customer has another open "
+        "ticket is not reopened (409 ticket_already_open): one open agent ticket per customer.",
+    )
     def patch(self, request: Request, ticket_id: str) -> Response:
         ticket = selectors.ticket_get(project=self.project, ticket_id=ticket_id)
         body = TICKET_UPDATE.parse(request.data, partial=True)
@@ -547,13 +557,22 @@ class HandoffListApi(ProjectApi):
 @dataclass(frozen=True)
 class HandoffUpdate:
     status: str
+    assignee: str | None
 
 
 HANDOFF_UPDATE = Input(
     {
         "type": "object",
         "additionalProperties": False,
-        "properties": {"status": {"enum": ["open", "closed"], "x-message": "status is one of open, closed."}},
+        "properties": {
+            "status": {"enum": ["open", "closed"], "x-message": "status is one of open, closed."},
+            "assignee": {
+                "type": ["string", "null"],
+                "maxLength": 200,
+                "description": "who on the team has it: a name or an email (free text); null or empty clears it",
+                "x-message": "assignee is a name or an email, at most 200 characters.",
+            },
+        },
     },
     HandoffUpdate,
 )
@@ -564,11 +583,18 @@ class HandoffDetailApi(ProjectApi):
     def get(self, request: Request, handoff_id: str) -> Response:
         return Response(HANDOFF.render(selectors.handoff_get(project=self.project, handoff_id=handoff_id)))
 
-    @extend_schema(operation_id="handoffs_update", request=HANDOFF_UPDATE.body, responses={200: HANDOFF.ref})
+    @extend_schema(
+        operation_id="handoffs_update",
+        request=HANDOFF_UPDATE.body,
+        responses={200: HANDOFF.ref},
+        description="Close a handoff (its session is closed when none of its handoffs is open any more; a new "
+        "message from the customer opens it again), reopen it, or say who on the team has it.",
+    )
     def patch(self, request: Request, handoff_id: str) -> Response:
         handoff = selectors.handoff_get(project=self.project, handoff_id=handoff_id)
         body = HANDOFF_UPDATE.parse(request.data, partial=True)
-        return Response(HANDOFF.render(services.handoff_update(handoff=handoff, status=body.status)))
+        handoff = services.handoff_update(handoff=handoff, status=body.status, assignee=body.assignee)
+        return Response(HANDOFF.render(handoff))
 
 
 # --- lists of runs and sessions -------------------------------------------------------------------------------
@@ -592,7 +618,7 @@ SESSION_FILTERS = [
         "status",
         str,
         enum=list(selectors.SESSION_STATUSES),
-        description="handed_off while one of its handoffs is open; nothing closes a session yet",
+        description="handed_off while one of its handoffs is open; closed once the team closed its last handoff",
     ),
     OpenApiParameter("flagged", bool),
     OpenApiParameter("end_user", str, description="the end user's external id"),

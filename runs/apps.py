@@ -4,3 +4,8 @@ from django.apps import AppConfig
 class RunsConfig(AppConfig):
     name = "runs"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from runs import webhooks
+
+        webhooks.register()  # how `hooks` renders a run's events when it dispatches them

@@ -11,22 +11,28 @@ from django.utils import timezone
 from agents.knowledge.results import search_result
 from agents.knowledge.terms import query_terms
 from agents.selectors import knowledge_search
-from runs.models import Handoff, Run, Ticket, TicketCounter, ToolCall
+from runs import webhooks
+from runs.models import Handoff, Run, Session, Ticket, TicketCounter, ToolCall
 
 SEARCH_RESULTS = 3
 
 
 def _transfer_to_human(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[str, Any]:
-    handoff = Handoff.objects.filter(tool_call_id=call.id).first() or Handoff.objects.create(
-        project_id=run.project_id,
-        session_id=run.session_id,
-        run=run,
-        end_user_id=run.end_user_id,
-        reason_type=args["reason_type"],
-        summary=args["summary"],
-        tool_call_id=call.id,
-        is_test=run.sandbox,
-    )
+    handoff = Handoff.objects.filter(tool_call_id=call.id).first()
+    if handoff is None:
+        handoff = Handoff.objects.create(
+            project_id=run.project_id,
+            session_id=run.session_id,
+            run=run,
+            end_user_id=run.end_user_id,
+            reason_type=args["reason_type"],
+            summary=args["summary"],
+            tool_call_id=call.id,
+            is_test=run.sandbox,
+        )
+        if run.session_id is not None:
+            Session.objects.filter(pk=run.session_id).update(status=Session.Status.HANDED_OFF)
+        webhooks.handoff_event(handoff, "handoff.created")
     return {
         "ok": True,
         "handoff": {"id": handoff.id, "status": handoff.status},
@@ -56,6 +62,7 @@ def _create_ticket(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[str, 
             tool_call_id=call.id,
             is_test=run.sandbox,
         )
+        webhooks.ticket_event(ticket, "ticket.created")
     return {
         "ok": True,
         "ticket": {"number": ticket.display_number, "status": ticket.status, "priority": ticket.priority},
@@ -64,11 +71,11 @@ def _create_ticket(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[str, 
 
 
 def _flag_conversation(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[str, Any]:
-    from runs.models import Session
-
-    Session.objects.filter(pk=run.session_id).update(
+    flagged = Session.objects.filter(pk=run.session_id).update(
         flagged=True, flag_reason=args["reason"], flag_urgency=args.get("urgency", "normal"), flagged_at=timezone.now()
     )
+    if flagged and run.session_id is not None and not run.sandbox:
+        webhooks.flagged_event(project_id=run.project_id, session_id=run.session_id)
     return {"ok": True, "flagged": True, "message": "The conversation is flagged for the team to review."}
 
 

@@ -20,6 +20,9 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from hooks import outbox
+from kagent.ids import new_id
+from kagent.sql import execute, postgres
 from runs.models import Run, RunEvent, RunStep, ToolCall
 from runs.resources import MODEL_STEP, RUN, TOOL_CALL_STEP
 
@@ -54,10 +57,36 @@ def record(run_id: str, event_type: str, *, ref: str = "") -> None:
     notify(run_id)
 
 
+# A status the business can subscribe to (run.completed, …): the run's event and, when the project has an endpoint
+# for it, the webhook event, in one statement.
+_STATUS_WITH_WEBHOOK_SQL = f"""
+WITH event AS (
+    INSERT INTO runs_runevent (run_id, type, ref, created_at) VALUES (%(run)s, %(type)s, '', now()) RETURNING run_id
+), reported AS (
+    SELECT run.id, run.project_id, run.sandbox FROM runs_run AS run JOIN event ON run.id = event.run_id
+)
+{outbox.insert_sql("reported", id_param="webhook_event", type_param="type")}
+"""
+
+
 def record_status(run_id: str, status: str) -> None:
+    """The run's status event, in the caller's transaction, with its webhook event where one is wanted."""
     event = EVENT_OF_STATUS.get(status)
-    if event is not None:
+    if event is None:
+        return
+    if event not in outbox.RUN_EVENT_TYPES:
         record(run_id, event)
+        return
+    if postgres():
+        rows = execute(_STATUS_WITH_WEBHOOK_SQL, {"run": run_id, "type": event, "webhook_event": new_id("evt")})
+        notify(run_id)
+        if rows:
+            outbox.dispatch_on_commit(rows[0][0])
+        return
+    record(run_id, event)
+    run = Run.objects.only("project_id", "sandbox").get(pk=run_id)
+    if not run.sandbox:
+        outbox.record(project_id=run.project_id, event_type=event, object_id=run_id)
 
 
 def insert_sql(source: str, *, type_param: str, ref_param: str | None = None) -> str:

@@ -26,7 +26,16 @@ class EndUser(models.Model):
 
 
 class Session(models.Model):
-    """A conversation with one end user (verified, or anonymous and counted per session)."""
+    """A conversation with one end user (verified, or anonymous and counted per session).
+
+    `status`: `open`; `handed_off` once `transfer_to_human` put it in the team's queue (while a handoff of it is
+    open); `closed` when the team closed its last open handoff. A new message from the customer opens it again.
+    """
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        HANDED_OFF = "handed_off"
+        CLOSED = "closed"
 
     id = PrefixedIdField(prefix="ses")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="sessions")
@@ -35,6 +44,7 @@ class Session(models.Model):
     created_by_key = models.ForeignKey(ApiKey, on_delete=models.SET_NULL, null=True, blank=True)
     metadata = models.JSONField(default=dict)
     is_test = models.BooleanField(default=False)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.OPEN)
     flagged = models.BooleanField(default=False)
     flag_reason = models.CharField(max_length=500, blank=True)
     flag_urgency = models.CharField(max_length=10, blank=True)
@@ -209,6 +219,7 @@ class Ticket(models.Model):
     priority = models.CharField(max_length=10, default="normal")
     resolution_attempted = models.TextField(blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    closed_at = models.DateTimeField(null=True, blank=True)
     end_user = models.ForeignKey(EndUser, on_delete=models.SET_NULL, null=True, blank=True)
     session = models.ForeignKey(Session, on_delete=models.SET_NULL, null=True, blank=True)
     run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True)
@@ -238,6 +249,8 @@ class Handoff(models.Model):
     reason_type = models.CharField(max_length=30)
     summary = models.TextField()
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    assignee = models.CharField(max_length=200, blank=True)  # who on the team has it: a name or an email, free text
+    closed_at = models.DateTimeField(null=True, blank=True)
     tool_call_id = models.CharField(max_length=40, unique=True, null=True, blank=True)
     is_test = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)

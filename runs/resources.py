@@ -125,7 +125,11 @@ SESSION: Resource[Session] = Resource(
         ),
         "metadata": Field({"type": "object"}, "metadata"),
         "status": Field(
-            {"enum": ["open", "handed_off", "closed"], "description": "handed_off while one of its handoffs is open"},
+            {
+                "enum": ["open", "handed_off", "closed"],
+                "description": "handed_off while one of its handoffs is open; closed once the team closed its last "
+                "handoff (a new message opens it again)",
+            },
             session_status,
         ),
         "flagged": Field({"type": "boolean"}, "flagged"),
@@ -252,6 +256,7 @@ TICKET: Resource[Ticket] = Resource(
         "priority": Field({"enum": ["low", "normal", "high", "urgent"]}, "priority"),
         "resolution_attempted": Field({"type": "string"}, "resolution_attempted"),
         "status": Field({"enum": ["open", "closed"]}, "status"),
+        "closed_at": Timestamp("closed_at", nullable=True),
         "end_user": Field(
             {**_NULLABLE_ID, "description": "the end user's external id"},
             lambda ticket: ticket.end_user.external_id if ticket.end_user else None,
@@ -275,6 +280,11 @@ HANDOFF: Resource[Handoff] = Resource(
         "reason_type": Field({"type": "string"}, "reason_type"),
         "summary": Field({"type": "string"}, "summary"),
         "status": Field({"enum": ["open", "closed"]}, "status"),
+        "assignee": Field(
+            {"type": ["string", "null"], "description": "who on the team has it (a name or an email)"},
+            lambda handoff: handoff.assignee or None,
+        ),
+        "closed_at": Timestamp("closed_at", nullable=True),
         "is_test": Field({"type": "boolean", "description": "made in the test panel"}, "is_test"),
         "created_at": Timestamp("created_at"),
     },

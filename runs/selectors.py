@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import TypeVar
 
-from django.db.models import Count, Exists, Model, OuterRef, Q, QuerySet
+from django.db.models import Count, Model, Q, QuerySet
 from django.db.models.functions import TruncDate
 
 from kagent.errors import NotFound
@@ -150,21 +150,15 @@ def session_list(
     created_before: datetime | None = None,
     include_tests: bool = False,
 ) -> QuerySet[Session]:
-    """The project's sessions, filtered. A session is `handed_off` while a handoff of it is open, else `open`;
-    nothing closes a session yet, so `closed` matches none. Test-panel sessions only with `include_tests`."""
-    open_handoff = Handoff.objects.filter(session=OuterRef("pk"), status=Handoff.Status.OPEN)
-    sessions = (
-        _visible(Session.objects.filter(project=project), key, project, end_user_token)
-        .select_related("agent", "end_user")
-        .annotate(has_open_handoff=Exists(open_handoff))
-    )
-    if status == "closed":
-        sessions = sessions.none()
+    """The project's sessions, filtered (`status=handed_off&flagged=true`: what needs a person). Test-panel
+    sessions only with `include_tests`."""
     return filter_given(
-        sessions,
+        _visible(Session.objects.filter(project=project), key, project, end_user_token).select_related(
+            "agent", "end_user"
+        ),
         is_test=None if include_tests else False,
         agent_id=agent_id,
-        has_open_handoff={"handed_off": True, "open": False}.get(status or ""),
+        status=status,
         flagged=flagged,
         end_user__external_id=end_user,
         created_at__gt=created_after,
@@ -173,12 +167,8 @@ def session_list(
 
 
 def session_status(session: Session) -> str:
-    """`handed_off` while one of its handoffs is open, else `open` (read from `session_list`'s annotation when
-    there is one)."""
-    open_handoff = getattr(session, "has_open_handoff", None)
-    if open_handoff is None:
-        open_handoff = Handoff.objects.filter(session=session, status=Handoff.Status.OPEN).exists()
-    return "handed_off" if open_handoff else "open"
+    """`open`, `handed_off` (while a handoff of it is open) or `closed` (the team closed its last handoff)."""
+    return session.status
 
 
 def run_timeline(*, run: Run) -> list[RunStep | ToolCall]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from agents.models import Agent, AgentVersion
@@ -20,9 +22,10 @@ from kagent.inputs import UNSET, is_set
 from kagent.models import ApiKey, Project
 from runs import events as run_events
 from runs import store as run_store
-from runs import transitions
+from runs import transitions, webhooks
 from runs.engine import client_output_shown
 from runs.identity import EndUserClaim, Identity, identity_resolve
+from runs.limits import bucket_held
 from runs.llm import Message
 from runs.models import Handoff, Run, RunEvent, RunStep, Segment, Session, Ticket, ToolCall
 from runs.models import Message as ChatMessage
@@ -235,7 +238,11 @@ def run_create(
         tool_set = segment.tool_set if store else without_client_tools(segment.tool_set)
         history = _history(session)
         _supersede_open_runs(session)
-        Session.objects.filter(pk=session.pk).update(last_activity_at=now)
+        # The customer wrote again: a closed conversation is open again (a handed-off one stays with the team).
+        Session.objects.filter(pk=session.pk).update(
+            last_activity_at=now,
+            status=Case(When(status=Session.Status.CLOSED, then=Value(Session.Status.OPEN)), default=F("status")),
+        )
         run = _new_run(project, what, identity, session, segment, options, text, tool_set, history)
         run_store.insert_run(run)
         ChatMessage.objects.create(
@@ -506,21 +513,87 @@ def run_sweep() -> dict[str, int]:
 
 
 def ticket_update(*, ticket: Ticket, status: str = UNSET, priority: str = UNSET) -> Ticket:
-    """Close or reopen a ticket, or change its priority."""
-    changes = {key: value for key, value in (("status", status), ("priority", priority)) if is_set(value)}
-    if changes:
-        Ticket.objects.filter(pk=ticket.pk).update(**changes)
+    """Close or reopen a ticket, or change its priority; `ticket.updated` goes to the business's endpoints.
+
+    Reopening keeps the policy check's rule of one open agent ticket per customer (SPEC §5 step 4, `runs/limits.py`):
+    under the customer's bucket lock, a ticket whose customer has another open ticket is not reopened (409
+    `ticket_already_open`, with that ticket's number)."""
+    changes: dict[str, Any] = {
+        key: value for key, value in (("status", status), ("priority", priority)) if is_set(value)
+    }
+    if not changes:
+        return ticket
+    reopening = changes.get("status") == Ticket.Status.OPEN and ticket.rate_key
+    with bucket_held(ticket.project_id, ticket.rate_key) if reopening else nullcontext(), transaction.atomic():
+        current = Ticket.objects.select_for_update(of=("self",)).select_related("end_user").get(pk=ticket.pk)
+        changes = {key: value for key, value in changes.items() if getattr(current, key) != value}
+        if not changes:
+            return current
+        if changes.get("status") == Ticket.Status.OPEN and current.rate_key:
+            other = (
+                Ticket.objects.filter(
+                    project_id=current.project_id,
+                    rate_key=current.rate_key,
+                    status=Ticket.Status.OPEN,
+                    is_test=current.is_test,
+                )
+                .exclude(pk=current.pk)
+                .order_by("-created_at")
+                .first()
+            )
+            if other is not None:
+                raise Conflict(
+                    "ticket_already_open",
+                    f"This customer has {other.display_number} open; close it before reopening this ticket.",
+                    details={"open_ticket": other.display_number},
+                )
+        if "status" in changes:
+            changes["closed_at"] = timezone.now() if changes["status"] == Ticket.Status.CLOSED else None
+        Ticket.objects.filter(pk=current.pk).update(**changes)
         for key, value in changes.items():
-            setattr(ticket, key, value)
-    return ticket
+            setattr(current, key, value)
+        webhooks.ticket_event(current, "ticket.updated")
+    return current
 
 
-def handoff_update(*, handoff: Handoff, status: str = UNSET) -> Handoff:
-    """Close a handoff once the team has taken the conversation over, or reopen it."""
-    if is_set(status):
-        Handoff.objects.filter(pk=handoff.pk).update(status=status)
-        handoff.status = status
-    return handoff
+ASSIGNEE_MAX = 200
+
+
+def handoff_update(*, handoff: Handoff, status: str = UNSET, assignee: str | None = UNSET) -> Handoff:
+    """Close a handoff once the team has dealt with the conversation (or reopen it), and say who has it.
+
+    The session follows: `handed_off` while one of its handoffs is open, `closed` when the last one is closed.
+    Closing sends `handoff.closed` to the business's endpoints."""
+    with transaction.atomic():
+        current = Handoff.objects.select_for_update(of=("self",)).select_related("end_user").get(pk=handoff.pk)
+        changes: dict[str, Any] = {}
+        if is_set(assignee):
+            name = " ".join((assignee or "").split())
+            if len(name) > ASSIGNEE_MAX:
+                raise Unprocessable(
+                    "invalid_request",
+                    f"assignee is at most {ASSIGNEE_MAX} characters.",
+                    details=[{"path": "$.assignee", "message": f"at most {ASSIGNEE_MAX} characters"}],
+                )
+            if name != current.assignee:
+                changes["assignee"] = name
+        moved = is_set(status) and status != current.status
+        if moved:
+            changes["status"] = status
+            changes["closed_at"] = timezone.now() if status == Handoff.Status.CLOSED else None
+        if not changes:
+            return current
+        Handoff.objects.filter(pk=current.pk).update(**changes)
+        for key, value in changes.items():
+            setattr(current, key, value)
+        if moved and current.session_id is not None:
+            still_open = Handoff.objects.filter(session_id=current.session_id, status=Handoff.Status.OPEN).exists()
+            Session.objects.filter(pk=current.session_id).update(
+                status=Session.Status.HANDED_OFF if still_open else Session.Status.CLOSED
+            )
+        if moved and current.status == Handoff.Status.CLOSED:
+            webhooks.handoff_event(current, "handoff.closed")
+    return current
 
 
 # --- the test panel ---------------------------------------------------------------------------------------------

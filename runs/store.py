@@ -31,6 +31,7 @@ from django.db.models.functions import Coalesce
 
 from agents.models import Agent, AgentVersion
 from agents.selectors import searchable_sources
+from hooks import outbox
 from kagent.egress import EgressRecord
 from kagent.ids import new_id
 from kagent.models import EgressEvent
@@ -511,7 +512,7 @@ WITH done AS (
     SET status = %(target)s, output = %(output)s::jsonb, completed_at = %(now)s, lease_expires_at = NULL,
         transcript = %(transcript)s::jsonb, usage = %(usage)s::jsonb
     WHERE id = %(run)s AND status = ANY(%(sources)s) AND claims = %(held_by)s AND NOT cancel_requested
-    RETURNING id, project_id, session_id
+    RETURNING id, project_id, session_id, sandbox
 ), step AS ({_STEP_INSERT.format(source="done")}), message AS (
     INSERT INTO runs_message (id, project_id, session_id, run_id, role, content, created_at)
     SELECT %(message_id)s, project_id, session_id, id, %(role)s, %(text)s, %(now)s
@@ -520,8 +521,8 @@ WITH done AS (
     INSERT INTO runs_runevent (run_id, type, ref, created_at)
     SELECT done.id, v.type, v.ref, now()
     FROM done, (VALUES (0, %(step_event)s, %(step_id)s), (1, %(done_event)s, '')) AS v(n, type, ref) ORDER BY v.n
-)
-SELECT count(*) FROM done
+), webhook AS ({outbox.insert_sql("done", id_param="webhook_event", type_param="done_event")})
+SELECT (SELECT count(*) FROM done), (SELECT id FROM webhook)
 """
 
 
@@ -552,10 +553,14 @@ def complete(
             "text": text,
             "step_event": RunEvent.Type.STEP_CREATED,
             "done_event": RunEvent.Type.COMPLETED,
+            "webhook_event": new_id("evt"),
             **_step_params(step),
         }
-        if execute(_COMPLETE_SQL, params)[0][0]:
+        written, webhook_event = execute(_COMPLETE_SQL, params)[0]
+        if written:
             events.notify(run.pk)
+            if webhook_event is not None:
+                outbox.dispatch_on_commit(webhook_event)
             return Fence.WRITTEN
         return _fence_missed(run.pk, held_by)
     with transaction.atomic():
@@ -574,7 +579,7 @@ def complete(
             return _fence_missed(run.pk, held_by)
         step.save(force_insert=True)
         events.record(run.pk, RunEvent.Type.STEP_CREATED, ref=step.pk)
-        events.record(run.pk, RunEvent.Type.COMPLETED)
+        events.record_status(run.pk, S.COMPLETED)
         if run.session_id is not None:  # one-shot runs keep their text on the run itself
             ChatMessage.objects.create(
                 project_id=run.project_id,

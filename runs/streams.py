@@ -25,7 +25,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections
-from django.http import HttpRequest, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 
 from kagent.models import ApiKey
 from kagent.throttle import RateLimited
@@ -319,10 +320,15 @@ class StreamPlaces:
             self.permit.release()
 
 
-def event_stream(run: Run, places: StreamPlaces, *, after: int, full_steps: bool) -> StreamingHttpResponse:
+def event_stream(run: Run, places: StreamPlaces, *, after: int, full_steps: bool) -> HttpResponseBase:
     """The run's events from `after` on, as Server-Sent Events; a `store: false` run's content is deleted once the
-    stream delivered its end, as when its result is read."""
+    stream delivered its end, as when its result is read. Resuming after the last event of a run that ended answers
+    204 No Content: the one answer that tells a browser's EventSource to stop reconnecting (an empty 200 stream
+    would be reopened every few seconds for as long as the page stays open)."""
     run_id, store = run.pk, run.store
+    if run.status in Run.TERMINAL and events.last_id(run_id) <= after:
+        places.release()
+        return HttpResponse(status=204)
 
     def purge_if_delivered() -> None:
         if not store:

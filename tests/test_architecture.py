@@ -1,6 +1,6 @@
 """The architecture drawn from the imports: no cycles, and no app importing one above it.
 
-Apps from the bottom up: `kagent` (tenancy, the outbound client, the API's edge), `tools`, `agents`, `runs`,
+Apps from the bottom up: `kagent` (tenancy, the outbound client, the API's edge), `tools`, `agents`, `hooks`, `runs`,
 `dashboard`. An app's modules import only its own and those of the apps below it — except its edge (`apis`,
 `urls`), which may call any app's services and selectors. Imports inside functions count too.
 """
@@ -12,7 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["kagent", "tools", "agents", "runs", "dashboard"]
+LAYERS = ["kagent", "tools", "agents", "hooks", "runs", "dashboard"]
 EDGE = {f"{app}.{leaf}" for app in LAYERS for leaf in ("apis", "urls")} | {"kagent.api_urls"}
 
 

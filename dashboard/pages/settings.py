@@ -1,5 +1,5 @@
-"""Settings: secrets (write-only), the signing secrets (reveal, rotate), members, the egress log, and the place for
-webhook endpoints. Owners and admins change keys, secrets and members; members look."""
+"""Settings: secrets (write-only), the signing secrets (reveal, rotate), members, the egress log (webhook endpoints
+are in `webhooks.py`). Owners and admins change keys, secrets and members; members look."""
 
 from __future__ import annotations
 
@@ -169,11 +169,6 @@ def member_remove(request: MemberRequest, membership_id: int) -> HttpResponse:
     else:
         messages.success(request, "Removed.")
     return redirect("dashboard:members")
-
-
-@member_page("GET")
-def webhooks(request: MemberRequest) -> HttpResponse:
-    return render(request, "dashboard/webhooks.html")
 
 
 EGRESS_PAGE = 50

@@ -347,6 +347,7 @@ def test_every_main_page_fits_a_phone(alice, live_server, phone_page, fake_llm, 
     )
     run = run_create(project=alice.project, api_key=None, agent_id=agent.pk, text="My parcel is very late " * 8)
     engine.run_execute(run.pk)
+    endpoint = _failing_webhook(alice)
 
     page = phone_page
     sign_in(page, alice)
@@ -367,6 +368,7 @@ def test_every_main_page_fits_a_phone(alice, live_server, phone_page, fake_llm, 
         "signing-secret": "/settings/signing-secret/",
         "members": "/settings/members/",
         "webhooks": "/settings/webhooks/",
+        "webhook": f"/settings/webhooks/{endpoint.pk}/",
     }
     for name, path in pages.items():
         page.goto(path)
@@ -375,6 +377,32 @@ def test_every_main_page_fits_a_phone(alice, live_server, phone_page, fake_llm, 
         every_control_named(page)
         screenshot(page, f"phone-{name}")
     assert page.js_errors == []
+
+
+def _failing_webhook(tenant: Any) -> Any:
+    """An endpoint with a delivery that failed twice, as its page shows the log."""
+    from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEvent
+    from hooks.services import endpoint_create
+
+    endpoint, _ = endpoint_create(
+        project=tenant.project,
+        url="https://hooks.a-rather-long-shop-name.example/k-agent/events/incoming",
+        event_types=["ticket.created", "handoff.created", "conversation.flagged"],
+        description="Helpdesk",
+    )
+    event = WebhookEvent.objects.create(project=tenant.project, type="handoff.created", object_id="hof_x", data={})
+    delivery = WebhookDelivery.objects.create(project=tenant.project, endpoint=endpoint, event=event, attempts=2)
+    for number, status in ((1, 503), (2, 500)):
+        WebhookAttempt.objects.create(
+            delivery=delivery,
+            number=number,
+            status_code=status,
+            error_code="http_status",
+            outcome="retrying",
+            duration_ms=120,
+            response_excerpt='{"error": "the helpdesk is down for maintenance, try again later"}',
+        )
+    return endpoint
 
 
 # --- API keys with htmx (the skeleton's own checks) ---------------------------------------------------------------

@@ -11,11 +11,14 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import agent_create, agent_publish
 from dashboard import urls as dashboard_urls
 from fakes.llm import calls, text
+from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
+from hooks.services import endpoint_create
 from kagent.models import EgressEvent, Membership, Secret, User
 from kagent.secrets import secret_put
 from runs import engine
@@ -523,12 +526,21 @@ def test_desk_closes_and_reopens_tickets_and_handoffs(alice):
     client.post(f"/desk/tickets/{ticket.pk}/", {"status": "open"})
     ticket.refresh_from_db()
     assert ticket.status == "open"
-    client.post(f"/desk/handoffs/{handoff.pk}/", {"status": "closed"})
+    Session.objects.filter(pk=session.pk).update(status="handed_off")
+    row = client.post(f"/desk/handoffs/{handoff.pk}/", {"status": "closed"}, HTTP_HX_REQUEST="true")
+    assert b"Reopen" in row.content and b"closed" in row.content
     handoff.refresh_from_db()
-    assert handoff.status == "closed"
+    assert handoff.status == "closed" and handoff.closed_at is not None
+    assert Session.objects.get(pk=session.pk).status == "closed"  # its last open handoff: the conversation is done
+    client.post(f"/desk/handoffs/{handoff.pk}/", {"status": "open"})
+    handoff.refresh_from_db()
+    assert handoff.status == "open" and Session.objects.get(pk=session.pk).status == "handed_off"
+    client.post(f"/desk/handoffs/{handoff.pk}/", {"status": "closed"})
     assert client.post(f"/desk/tickets/{test_ticket.pk}/", {"status": "maybe"}).status_code == 302
     test_ticket.refresh_from_db()
     assert test_ticket.status == "open"
+    flagged_row = client.get("/desk/").content.decode().split('id="flagged"')[1]
+    assert 'badge ok">closed</span>' in flagged_row  # the flagged conversation, closed with its handoff
     conversation = client.get(f"/sessions/{session.pk}/").content.decode()
     assert "TKT-7" in conversation and "Threat" in conversation
 
@@ -699,6 +711,74 @@ def test_admins_manage_but_only_owners_make_owners(alice):
 # --- another organization's objects ---------------------------------------------------------------------------------
 
 
+def test_webhook_endpoints_add_rotate_log_redeliver_disable_and_delete(alice):
+    client = signed_in(alice)
+    assert "No webhook endpoints yet" in client.get("/settings/webhooks/").content.decode()
+    refused = client.post("/settings/webhooks/", {"$.url": "https://hooks.shop.example/k"})
+    assert refused.status_code == 422 and "f-event_types" in errors_on(refused.content.decode())
+    refused = client.post(
+        "/settings/webhooks/", {"$.url": "http://hooks.shop.example/k", "$.event_types": ["ticket.created"]}
+    )
+    assert refused.status_code == 422 and "f-url" in errors_on(refused.content.decode())
+    assert 'value="http://hooks.shop.example/k"' in refused.content.decode()  # what was typed stays
+    assert WebhookEndpoint.objects.count() == 0
+
+    added = client.post(
+        "/settings/webhooks/",
+        {"$.url": "https://hooks.shop.example/k", "$.event_types": ["ticket.created", "handoff.created"]},
+    )
+    assert added.status_code == 200
+    secret = re.search(r'id="endpoint-secret">(whsec_[^<]+)<', added.content.decode()).group(1)
+    endpoint = WebhookEndpoint.objects.get()
+    assert endpoint.event_types == ["handoff.created", "ticket.created"]
+    listing = client.get("/settings/webhooks/").content.decode()
+    assert "https://hooks.shop.example/k" in listing and secret not in listing  # shown once
+
+    ticket = Ticket.objects.create(project=alice.project, number=3, title="t", description="d", rate_key="x")
+    event = WebhookEvent.objects.create(
+        project=alice.project, type="ticket.created", object_id=ticket.pk, data={}, dispatched_at=timezone.now()
+    )
+    delivery = WebhookDelivery.objects.create(
+        project=alice.project, endpoint=endpoint, event=event, status="failed", attempts=1
+    )
+    WebhookAttempt.objects.create(
+        delivery=delivery,
+        number=1,
+        status_code=503,
+        error_code="http_status",
+        outcome="failed",
+        response_excerpt="down",
+    )
+    detail = client.get(f"/settings/webhooks/{endpoint.pk}/").content.decode()
+    assert event.pk in detail and "HTTP 503" in detail and "Redeliver" in detail and secret not in detail
+
+    client.post(f"/settings/webhooks/{endpoint.pk}/deliveries/{delivery.pk}/redeliver/")
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.manual) == ("pending", True)
+
+    rotated = client.post(f"/settings/webhooks/{endpoint.pk}/rotate/").content.decode()
+    new_secret = re.search(r'id="endpoint-secret">(whsec_[^<]+)<', rotated).group(1)
+    assert new_secret != secret and "previous secret also signs until" in rotated
+
+    client.post(f"/settings/webhooks/{endpoint.pk}/enabled/", {"enabled": "false"})
+    page = client.get(f"/settings/webhooks/{endpoint.pk}/").content.decode()
+    assert "Disabled by the project." in page and "Redeliver" not in page
+    client.post(f"/settings/webhooks/{endpoint.pk}/enabled/", {"enabled": "true"})
+    assert WebhookEndpoint.objects.get().enabled is True
+
+    member = member_of(alice, "member", "looker@example.com")
+    assert member.post(f"/settings/webhooks/{endpoint.pk}/delete/").status_code == 403
+    assert (
+        member.post(
+            "/settings/webhooks/", {"$.url": "https://x.example/", "$.event_types": ["ticket.created"]}
+        ).status_code
+        == 403
+    )
+    assert "Only owners and admins" in member.get("/settings/webhooks/").content.decode()
+    client.post(f"/settings/webhooks/{endpoint.pk}/delete/")
+    assert WebhookEndpoint.objects.count() == 0 and WebhookDelivery.objects.count() == 0
+
+
 def _patterns(resolver: Any, prefix: str = "") -> list[tuple[str, URLPattern]]:
     out = []
     for entry in resolver.url_patterns:
@@ -731,7 +811,16 @@ def alices_things(alice: Tenant, fake_llm: Any) -> dict[str, str]:
     engine.run_execute(run.pk)
     ticket = Ticket.objects.create(project=alice.project, number=1, title="t", description="d", rate_key="x")
     handoff = Handoff.objects.create(project=alice.project, reason_type="complaint", summary="s")
+    endpoint, _ = endpoint_create(
+        project=alice.project, url="https://hooks.alice.example/k", event_types=["ticket.updated"]
+    )
+    event = WebhookEvent.objects.create(project=alice.project, type="ticket.updated", object_id=ticket.pk, data={})
+    delivery = WebhookDelivery.objects.create(
+        project=alice.project, endpoint=endpoint, event=event, status="failed", completed_at=timezone.now()
+    )
     return {
+        "endpoint_id": endpoint.pk,
+        "delivery_id": delivery.pk,
         "agent_id": agent.pk,
         "number": "1",
         "run_id": run.pk,
@@ -805,7 +894,15 @@ def test_another_organizations_objects_are_a_404_on_every_page_and_htmx_endpoint
         "member-remove",
         "api-key-revoke",
         "project-select",
+        "webhook",
+        "webhook-rotate",
+        "webhook-enabled",
+        "webhook-delete",
+        "webhook-redeliver",
     }
+    endpoint = WebhookEndpoint.objects.get(pk=alices_things["endpoint_id"])
+    assert endpoint.enabled and endpoint.previous_secret_ciphertext is None
+    assert WebhookDelivery.objects.get(pk=alices_things["delivery_id"]).status == "failed"
     assert Agent.objects.get(pk=alices_things["agent_id"]).config == before["agent"]
     assert Agent.objects.get(pk=alices_things["agent_id"]).deleted_at is None
     assert list(Ticket.objects.values_list("status", flat=True)) == before["tickets"]
@@ -820,6 +917,7 @@ def test_another_organizations_objects_are_a_404_on_every_page_and_htmx_endpoint
         "/egress/",
         "/settings/secrets/",
         "/settings/members/",
+        "/settings/webhooks/",
     ):
         body = client.get(path).content.decode()
         assert "Alice" not in body and "alice@example.com" not in body and "<code>ORDERS_TOKEN</code>" not in body, path

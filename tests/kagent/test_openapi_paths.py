@@ -17,6 +17,15 @@ ENDPOINTS = {
     "/v1/egress_events": {"get": "egress_events_list"},
     "/v1/agents/{agent_id}/versions/{number}/diff/{other}": {"get": "agents_versions_diff"},
     "/v1/agents/{agent_id}/versions/{number}/restore": {"post": "agents_versions_restore"},
+    "/v1/webhook_endpoints": {"get": "webhook_endpoints_list", "post": "webhook_endpoints_create"},
+    "/v1/webhook_endpoints/{endpoint_id}": {
+        "get": "webhook_endpoints_retrieve",
+        "patch": "webhook_endpoints_update",
+        "delete": "webhook_endpoints_delete",
+    },
+    "/v1/webhook_endpoints/{endpoint_id}/rotate_secret": {"post": "webhook_endpoints_rotate_secret"},
+    "/v1/webhook_endpoints/{endpoint_id}/deliveries": {"get": "webhook_deliveries_list"},
+    "/v1/webhook_endpoints/{endpoint_id}/deliveries/{delivery_id}/redeliver": {"post": "webhook_deliveries_redeliver"},
 }
 
 
@@ -33,7 +42,16 @@ def test_new_endpoints_are_documented(client):
     assert {"agent", "status", "flagged", "end_user", "created_after", "created_before"} <= session_filters
     assert {p["name"] for p in doc["paths"]["/v1/egress_events"]["get"]["parameters"]} >= {"decision"}
     schemas = doc["components"]["schemas"]
-    for name in ("EgressEvent", "ToolPreview", "ToolTestCall", "AgentVersionDiff"):
+    for name in (
+        "EgressEvent",
+        "ToolPreview",
+        "ToolTestCall",
+        "AgentVersionDiff",
+        "WebhookEndpoint",
+        "WebhookEndpointWithSecret",
+        "WebhookDelivery",
+        "WebhookEvent",
+    ):
         assert name in schemas, name
     preview_body = doc["paths"]["/v1/tool_drafts/preview"]["post"]["requestBody"]["content"]["application/json"]
     assert "tool" in preview_body["schema"]["required"]

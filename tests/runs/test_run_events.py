@@ -243,3 +243,15 @@ def test_events_go_with_their_run(h):
     assert RunEvent.objects.filter(run_id=run["id"]).count() == 4
     Run.objects.filter(pk=run["id"]).delete()
     assert not RunEvent.objects.filter(run_id=run["id"]).exists()
+
+
+def test_resuming_after_the_end_of_a_run_that_ended_is_no_content(h):
+    # 204 is what makes a browser's EventSource stop reconnecting; an empty 200 would be reopened every few seconds.
+    agent = h.agent("ev-after-end", [text("hi")])
+    run = h.run(agent)
+    everything = events(h.api, run["id"])
+    last = everything[-1]["id"]
+    response = h.api.get(f"/v1/runs/{run['id']}/events", HTTP_LAST_EVENT_ID=str(last))
+    assert response.status_code == 204 and response.content == b""
+    # Resuming before the end still gets what is after.
+    assert read(h.api.get(f"/v1/runs/{run['id']}/events?last_event_id={everything[-2]['id']}")) == everything[-1:]

@@ -1,0 +1,96 @@
+"""Recording webhook events: the outbox (issue #11: "recorded in the same transaction as what they report").
+
+An event is one row of `WebhookEvent`, written in the transaction (or the statement) of the change it reports, and
+only when the project has an enabled endpoint subscribed to its type: a project without endpoints pays nothing, and
+the run engine's hot-path statements carry the INSERT in their CTEs (`insert_sql`), guarded there by the same
+question, so they stay one statement each. Once the transaction commits, `hooks.dispatch` makes the event's
+deliveries; the sweep dispatches what a crash left behind. Test-panel (sandbox) runs and test objects are never
+recorded.
+
+Who renders `data`: the desk's objects are rendered by the caller when recorded; a run's event is rendered when it is
+dispatched (the run as it is then, with the status of the event: a run's status events read back the same way) by
+the renderer its app registers (`register_renderer`), since this app sits below the apps whose objects it sends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.db import transaction
+
+from hooks.models import EVENT_TYPES, WebhookEndpoint, WebhookEvent
+from kagent.celery import app
+from kagent.sql import execute, postgres
+
+DISPATCH_TASK = "hooks.dispatch"
+RUN_EVENT_TYPES = frozenset({"run.completed", "run.failed", "run.requires_action", "run.cancelled"})
+
+Renderer = Callable[[WebhookEvent], dict[str, Any] | None]
+_RENDERERS: dict[str, Renderer] = {}
+
+
+def register_renderer(event_type: str, renderer: Renderer) -> None:
+    """`renderer(event)` gives the event's `data` when it is dispatched (None: the object is gone, nothing to send)."""
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"unknown webhook event type {event_type}")
+    _RENDERERS[event_type] = renderer
+
+
+def renderer_for(event_type: str) -> Renderer | None:
+    return _RENDERERS.get(event_type)
+
+
+def insert_sql(source: str, *, id_param: str, type_param: str) -> str:
+    """An INSERT of one event for the row of the CTE `source` (columns `id`, `project_id`, `sandbox`), only when its
+    project has an enabled endpoint subscribed to the type, RETURNING the event's id: for the engine's statements."""
+    # Built from the engine's own names (the CTE, the parameters' names): every value is a bound parameter.
+    return (
+        "INSERT INTO hooks_webhookevent (id, project_id, type, object_id, data, created_at) "  # noqa: S608
+        f"SELECT %({id_param})s, {source}.project_id, %({type_param})s, {source}.id, NULL, now() FROM {source} "
+        f"WHERE NOT {source}.sandbox AND EXISTS (SELECT 1 FROM hooks_webhookendpoint AS endpoint "
+        f"WHERE endpoint.project_id = {source}.project_id AND endpoint.enabled "
+        f"AND endpoint.event_types ? %({type_param})s) RETURNING id"
+    )
+
+
+_SUBSCRIBED_SQL = """
+SELECT EXISTS (
+    SELECT 1 FROM hooks_webhookendpoint
+    WHERE project_id = %(project)s AND enabled AND event_types ? %(type)s
+)
+"""
+
+
+def subscribed(project_id: str, event_type: str) -> bool:
+    """Whether the project has an enabled endpoint that wants `event_type` (one query)."""
+    if postgres():
+        return bool(execute(_SUBSCRIBED_SQL, {"project": project_id, "type": event_type})[0][0])
+    lists = WebhookEndpoint.objects.filter(project_id=project_id, enabled=True).values_list("event_types", flat=True)
+    return any(event_type in types for types in lists)
+
+
+def dispatch_on_commit(event_id: str) -> None:
+    """Queues the event's dispatch once the current transaction commits (at once outside one)."""
+    transaction.on_commit(lambda: send_dispatch(event_id))
+
+
+def send_dispatch(event_id: str) -> None:
+    app.send_task(DISPATCH_TASK, args=(event_id,), argsrepr=f"('{event_id}',)", kwargsrepr="{}")
+
+
+def record(
+    *, project_id: str, event_type: str, object_id: str, data: Callable[[], dict[str, Any]] | None = None
+) -> str | None:
+    """Records an event in the caller's transaction when the project has an endpoint for it; `data()` renders the
+    object now (None: rendered when dispatched, by the type's renderer). The event's id, or None when nobody wants
+    it. The caller leaves test objects out."""
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"unknown webhook event type {event_type}")
+    if not subscribed(project_id, event_type):
+        return None
+    event = WebhookEvent.objects.create(
+        project_id=project_id, type=event_type, object_id=object_id, data=data() if data is not None else None
+    )
+    dispatch_on_commit(event.pk)
+    return str(event.pk)

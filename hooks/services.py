@@ -1,0 +1,451 @@
+"""Writes for webhooks: endpoints (create, change, delete, rotate the secret), dispatching an event into its
+deliveries, one attempt of a delivery, manual redelivery, and the sweep that loses nothing when a worker dies.
+
+Delivery (issue #11): a delivery is taken by one worker at a time with a conditional UPDATE that sets its lease
+(`leased_until`); the attempt goes through the hardened outbound client only (`kagent.egress`, purpose `webhook`),
+signed with Standard Webhooks (`kagent.signing`) with `webhook-id` = the event's id on every attempt and every
+redelivery, so the business deduplicates. Network errors, timeouts, 408, 429 and 5xx are retried after
+`KAGENT_WEBHOOK_RETRY_SECONDS` (each ±20%, about a day in all); any other answer that isn't 2xx stops the retries.
+Each attempt is logged (status, duration, a masked and bounded excerpt of the answer, an error code). A delivery that
+used up its retries with no success on its endpoint since it was made disables the endpoint, saying why on it and in
+the log. A worker killed mid-attempt leaves its lease to run out; the sweep then queues the delivery again.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import secrets as random_bytes
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from agents.services import knowledge_url_check
+from hooks import outbox
+from hooks.models import EVENT_TYPES, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
+from kagent import crypto
+from kagent.celery import app
+from kagent.egress import USER_AGENT, EgressClient, EgressError, get_client
+from kagent.errors import Conflict, Unprocessable
+from kagent.inputs import UNSET, is_set
+from kagent.masking import mask_secrets
+from kagent.models import Project
+from kagent.rendering import unix
+from kagent.signing import SigningError, webhook_headers
+
+DELIVER_TASK = "hooks.deliver"
+PURPOSE = "webhook"
+TIMEOUT_MS = 10_000
+MAX_ENDPOINTS = 20
+ROTATION_OVERLAP = timedelta(hours=24)
+JITTER = 0.2
+EXCERPT_CHARS = 500
+# Retries further away than this wait for the sweep rather than in a worker's memory (a countdown task).
+COUNTDOWN_MAX_SECONDS = 300.0
+# An event not dispatched this long after it was recorded (its dispatch message was lost): dispatched by the sweep.
+DISPATCH_GRACE = timedelta(seconds=5)
+# A due delivery nobody holds, this long after it was due (its message was lost): queued again by the sweep.
+RESEND_GRACE = timedelta(seconds=30)
+
+# Codes of the delivery log for a call that didn't get an answer (the egress code where it says nothing internal).
+_LOGGED_EGRESS_CODES = frozenset(
+    {
+        "timeout",
+        "connect_failed",
+        "tls_failed",
+        "dns_failed",
+        "address_not_allowed",
+        "url_not_allowed",
+        "redirect_not_followed",
+        "response_too_large",
+    }
+)
+# Failures an automatic retry can't change: the URL itself is refused, or the server redirects elsewhere.
+_FINAL_EGRESS_CODES = frozenset({"url_not_allowed", "redirect_not_followed", "invalid_request", "header_not_allowed"})
+
+
+# --- endpoints ----------------------------------------------------------------------------------------------------
+
+
+def _new_secret() -> str:
+    return "whsec_" + base64.b64encode(random_bytes.token_bytes(32)).decode()
+
+
+def _check_event_types(event_types: list[str]) -> list[str]:
+    unknown = [name for name in event_types if name not in EVENT_TYPES]
+    if unknown:
+        message = f"Unknown event type {unknown[0][:60]}; the types are {', '.join(EVENT_TYPES)}."
+        raise Unprocessable("invalid_event_types", message, details=[{"path": "$.event_types", "message": message}])
+    if not event_types:
+        message = "Subscribe to at least one event type."
+        raise Unprocessable("invalid_event_types", message, details=[{"path": "$.event_types", "message": message}])
+    return [name for name in EVENT_TYPES if name in event_types]  # the product's order, each once
+
+
+def endpoint_create(
+    *, project: Project, url: str, event_types: list[str], description: str = "", enabled: bool = True
+) -> tuple[WebhookEndpoint, str]:
+    """A new endpoint and its secret (shown this once)."""
+    checked_url = knowledge_url_check(url)  # an HTTP tool's URL rules: https, allowed ports, no identity in it
+    types = _check_event_types(event_types)
+    with transaction.atomic():
+        Project.objects.select_for_update().get(pk=project.pk)  # the count below holds under concurrent creates
+        if WebhookEndpoint.objects.filter(project=project).count() >= MAX_ENDPOINTS:
+            raise Conflict("too_many_endpoints", f"A project has at most {MAX_ENDPOINTS} webhook endpoints.")
+        endpoint = WebhookEndpoint(
+            project=project, url=checked_url, event_types=types, description=description.strip(), enabled=enabled
+        )
+        secret = _new_secret()
+        endpoint.secret_ciphertext = crypto.encrypt(secret, binding=endpoint.binding())
+        endpoint.save(force_insert=True)
+    return endpoint, secret
+
+
+def endpoint_update(
+    *,
+    endpoint: WebhookEndpoint,
+    url: str = UNSET,
+    event_types: list[str] = UNSET,
+    description: str = UNSET,
+    enabled: bool = UNSET,
+) -> WebhookEndpoint:
+    """Change what an endpoint receives, or switch it off and on. Enabling it again clears why it was disabled
+    (what failed meanwhile can be redelivered)."""
+    changes: dict[str, Any] = {}
+    if is_set(url) and url != endpoint.url:
+        changes["url"] = knowledge_url_check(url)
+    if is_set(event_types):
+        changes["event_types"] = _check_event_types(event_types)
+    if is_set(description):
+        changes["description"] = (description or "").strip()
+    if is_set(enabled) and enabled != endpoint.enabled:
+        changes["enabled"] = enabled
+        if enabled:
+            changes.update(disabled_reason="", disabled_at=None, failing_since=None)
+        else:
+            changes.update(disabled_reason="Disabled by the project.", disabled_at=timezone.now())
+    if changes:
+        changes["updated_at"] = timezone.now()
+        WebhookEndpoint.objects.filter(pk=endpoint.pk).update(**changes)
+        for key, value in changes.items():
+            setattr(endpoint, key, value)
+    return endpoint
+
+
+def endpoint_delete(*, endpoint: WebhookEndpoint) -> None:
+    """The endpoint, its deliveries and their log. A delivery being sent right now finishes without a trace."""
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).delete()
+
+
+def endpoint_rotate_secret(*, endpoint: WebhookEndpoint) -> tuple[WebhookEndpoint, str]:
+    """A new secret (shown this once); the previous one keeps signing beside it for 24 hours."""
+    now = timezone.now()
+    secret = _new_secret()
+    with transaction.atomic():
+        current = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+        previous = crypto.decrypt(bytes(current.secret_ciphertext), binding=current.binding())
+        current.previous_secret_ciphertext = crypto.encrypt(previous, binding=current.binding("previous"))
+        current.previous_secret_expires_at = now + ROTATION_OVERLAP
+        current.secret_ciphertext = crypto.encrypt(secret, binding=current.binding())
+        current.updated_at = now
+        current.save(
+            update_fields=[
+                "previous_secret_ciphertext",
+                "previous_secret_expires_at",
+                "secret_ciphertext",
+                "updated_at",
+            ]
+        )
+    return current, secret
+
+
+def endpoint_secrets(endpoint: WebhookEndpoint, now: datetime) -> list[str]:
+    """The secrets that sign now, newest first: two during a rotation's 24 hours."""
+    found = [crypto.decrypt(bytes(endpoint.secret_ciphertext), binding=endpoint.binding())]
+    expires = endpoint.previous_secret_expires_at
+    if endpoint.previous_secret_ciphertext and expires is not None and expires > now:
+        found.append(crypto.decrypt(bytes(endpoint.previous_secret_ciphertext), binding=endpoint.binding("previous")))
+    return found
+
+
+# --- dispatch: an event into its deliveries ---------------------------------------------------------------------
+
+
+def event_dispatch(*, event_id: str) -> list[str]:
+    """Renders the event's data if it has none yet and makes one delivery per enabled endpoint that wants its type,
+    once (whoever dispatches first). The new deliveries' ids."""
+    now = timezone.now()
+    with transaction.atomic():
+        event = (
+            WebhookEvent.objects.select_for_update(skip_locked=True)
+            .filter(pk=event_id, dispatched_at__isnull=True)
+            .first()
+        )
+        if event is None:
+            return []
+        if event.data is None:
+            renderer = outbox.renderer_for(event.type)
+            event.data = renderer(event) if renderer is not None else None
+        made: list[WebhookDelivery] = []
+        if event.data is not None:  # None: the object is gone (its project deleted), nothing to send
+            endpoints = WebhookEndpoint.objects.filter(project_id=event.project_id, enabled=True)
+            made = [
+                WebhookDelivery(
+                    project_id=event.project_id, endpoint=endpoint, event=event, next_attempt_at=now, created_at=now
+                )
+                for endpoint in endpoints
+                if event.type in endpoint.event_types
+            ]
+            WebhookDelivery.objects.bulk_create(made, ignore_conflicts=True)
+        WebhookEvent.objects.filter(pk=event.pk).update(data=event.data, dispatched_at=now)
+    return [delivery.pk for delivery in made]
+
+
+def send_delivery(delivery_id: str, countdown: float | None = None) -> None:
+    app.send_task(
+        DELIVER_TASK, args=(delivery_id,), countdown=countdown, argsrepr=f"('{delivery_id}',)", kwargsrepr="{}"
+    )
+
+
+# --- one attempt ------------------------------------------------------------------------------------------------
+
+
+def event_body(event: WebhookEvent) -> bytes:
+    """What the endpoint receives: the same bytes on every attempt and redelivery."""
+    payload = {"id": event.pk, "type": event.type, "created_at": unix(event.created_at), "data": event.data}
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    """How an attempt went: `outcome` succeeded, retrying or failed; `next_attempt_at` when retrying."""
+
+    outcome: str
+    next_attempt_at: datetime | None = None
+
+    @property
+    def countdown(self) -> float | None:
+        """Seconds until the retry, when a worker should wait for it (else the sweep queues it when due)."""
+        if self.next_attempt_at is None:
+            return None
+        seconds = max(0.0, (self.next_attempt_at - timezone.now()).total_seconds())
+        return seconds if seconds <= COUNTDOWN_MAX_SECONDS else None
+
+
+@dataclass(frozen=True)
+class _Answer:
+    ok: bool
+    retry: bool
+    status_code: int | None
+    error_code: str
+    excerpt: str
+
+
+def _excerpt(body: bytes, secrets: list[str]) -> str:
+    """The start of an answer for the log: the endpoint's secrets masked (also without their `whsec_`), whole body
+    first, then cut; no control characters."""
+    values = [*secrets, *(secret.removeprefix("whsec_") for secret in secrets)]
+    text = mask_secrets(body.decode("utf-8", "replace"), values, replacement="****")
+    return "".join(ch if ch.isprintable() else " " for ch in text)[:EXCERPT_CHARS]
+
+
+def _send(endpoint: WebhookEndpoint, event: WebhookEvent, client: EgressClient, now: datetime) -> _Answer:
+    secrets = endpoint_secrets(endpoint, now)
+    body = event_body(event)
+    try:
+        signature = webhook_headers(secrets=secrets, message_id=event.pk, timestamp=int(time.time()), body=body)
+    except SigningError as exc:  # never send an unsigned call
+        return _Answer(False, True, None, exc.code[:40], "")
+    headers = {**signature, "Content-Type": "application/json", "User-Agent": USER_AGENT}
+    try:
+        response = client.request(
+            project_id=endpoint.project_id,
+            purpose=PURPOSE,
+            method="POST",
+            url=endpoint.url,
+            headers=headers,
+            body=body,
+            timeout_ms=TIMEOUT_MS,
+            secret_values=secrets,
+        )
+    except EgressError as exc:
+        if exc.status is not None and 200 <= exc.status < 300:  # answered 2xx; only its body was unreadable
+            return _Answer(True, False, exc.status, "", "")
+        code = exc.code if exc.code in _LOGGED_EGRESS_CODES else "upstream_failed"
+        return _Answer(False, exc.code not in _FINAL_EGRESS_CODES, exc.status, code, "")
+    status = response.status
+    excerpt = _excerpt(response.body, secrets)
+    if 200 <= status < 300:
+        return _Answer(True, False, status, "", excerpt)
+    retry = status in (408, 429) or status >= 500
+    return _Answer(False, retry, status, "http_status", excerpt)
+
+
+def delivery_attempt(*, delivery_id: str, client: EgressClient | None = None) -> AttemptResult | None:
+    """One attempt of a pending, due delivery that nobody holds (None: nothing to do, someone else has it)."""
+    now = timezone.now()
+    lease = now + timedelta(seconds=settings.KAGENT_WEBHOOK_LEASE_SECONDS)
+    free = Q(leased_until__isnull=True) | Q(leased_until__lt=now)
+    taken = (
+        WebhookDelivery.objects.filter(pk=delivery_id, status=WebhookDelivery.Status.PENDING, next_attempt_at__lte=now)
+        .filter(free)
+        .update(leased_until=lease)
+    )
+    if not taken:
+        return None
+    delivery = WebhookDelivery.objects.select_related("endpoint", "event").get(pk=delivery_id)
+    endpoint, event = delivery.endpoint, delivery.event
+    if not endpoint.enabled:
+        WebhookDelivery.objects.filter(pk=delivery.pk, leased_until=lease).update(
+            status=WebhookDelivery.Status.FAILED,
+            last_error_code="endpoint_disabled",
+            leased_until=None,
+            next_attempt_at=None,
+            completed_at=now,
+        )
+        return AttemptResult(WebhookAttempt.Outcome.FAILED)
+    started = time.monotonic()
+    answer = _send(endpoint, event, client or get_client(), now)
+    duration_ms = int((time.monotonic() - started) * 1000)
+    return _record(delivery, answer, lease=lease, started_at=now, duration_ms=duration_ms)
+
+
+def _record(
+    delivery: WebhookDelivery, answer: _Answer, *, lease: datetime, started_at: datetime, duration_ms: int
+) -> AttemptResult | None:
+    """The attempt in the log and what follows from it, together; only while this worker still holds the delivery."""
+    now = timezone.now()
+    schedule = settings.KAGENT_WEBHOOK_RETRY_SECONDS
+    exhausted = False
+    if answer.ok:
+        result = AttemptResult(WebhookAttempt.Outcome.SUCCEEDED)
+    elif answer.retry and not delivery.manual and delivery.retries < len(schedule):
+        delay = schedule[delivery.retries] * random.uniform(1 - JITTER, 1 + JITTER)  # noqa: S311 - jitter, not a key
+        result = AttemptResult(WebhookAttempt.Outcome.RETRYING, now + timedelta(seconds=delay))
+    else:
+        exhausted = answer.retry and not delivery.manual
+        result = AttemptResult(WebhookAttempt.Outcome.FAILED)
+    final = result.outcome != WebhookAttempt.Outcome.RETRYING
+    with transaction.atomic():
+        fields: dict[str, Any] = {
+            "attempts": delivery.attempts + 1,
+            "last_attempt_at": started_at,
+            "last_status_code": answer.status_code,
+            "last_error_code": answer.error_code,
+            "leased_until": None,
+            "manual": False,
+            "next_attempt_at": result.next_attempt_at,
+        }
+        if result.outcome == WebhookAttempt.Outcome.RETRYING:
+            fields["retries"] = delivery.retries + 1
+        if final:
+            fields["status"] = WebhookDelivery.Status.SUCCEEDED if answer.ok else WebhookDelivery.Status.FAILED
+            fields["completed_at"] = now
+        if not WebhookDelivery.objects.filter(pk=delivery.pk, leased_until=lease).update(**fields):
+            return None  # deleted meanwhile, or held too long and taken by another worker: its attempt counts
+        attempt = WebhookAttempt.objects.create(
+            delivery_id=delivery.pk,
+            number=delivery.attempts + 1,
+            manual=delivery.manual,
+            started_at=started_at,
+            duration_ms=duration_ms,
+            status_code=answer.status_code,
+            error_code=answer.error_code,
+            response_excerpt=answer.excerpt,
+            outcome=result.outcome,
+        )
+        endpoints = WebhookEndpoint.objects.filter(pk=delivery.endpoint_id)
+        if answer.ok:
+            endpoints.update(last_success_at=now, failing_since=None)
+        else:
+            endpoints.update(failing_since=Coalesce("failing_since", started_at))
+            if exhausted:
+                reason = _disable_if_failing(delivery, answer, now)
+                if reason:
+                    WebhookAttempt.objects.filter(pk=attempt.pk).update(note=reason)
+    return result
+
+
+def _disable_if_failing(delivery: WebhookDelivery, answer: _Answer, now: datetime) -> str:
+    """Persistent failure: this delivery used up a day of retries and nothing reached the endpoint since it was
+    made. The endpoint is disabled, with the reason on it and in the log; its pending deliveries stop. The reason
+    ("" when the endpoint stays as it is)."""
+    endpoint = WebhookEndpoint.objects.select_for_update().get(pk=delivery.endpoint_id)
+    if not endpoint.enabled or (
+        endpoint.last_success_at is not None and endpoint.last_success_at >= delivery.created_at
+    ):
+        return ""
+    last = f"HTTP {answer.status_code}" if answer.status_code else answer.error_code or "no answer"
+    reason = (
+        f"Disabled automatically on {now:%Y-%m-%d %H:%M} UTC: every attempt to deliver {delivery.event_id} failed "
+        f"for about a day ({delivery.attempts + 1} attempts; the last: {last}). Fix the endpoint, enable it, and "
+        "redeliver what failed."
+    )
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
+        enabled=False, disabled_reason=reason[:500], disabled_at=now, updated_at=now
+    )
+    WebhookDelivery.objects.filter(endpoint_id=endpoint.pk, status=WebhookDelivery.Status.PENDING).exclude(
+        pk=delivery.pk
+    ).filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now)).update(
+        status=WebhookDelivery.Status.FAILED,
+        last_error_code="endpoint_disabled",
+        next_attempt_at=None,
+        completed_at=now,
+    )
+    return reason[:500]
+
+
+# --- manual redelivery ------------------------------------------------------------------------------------------
+
+
+def delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
+    """Sends the event to the endpoint again now, with the same `webhook-id`: one attempt, logged like the others."""
+    now = timezone.now()
+    with transaction.atomic():
+        current = WebhookDelivery.objects.select_for_update().select_related("endpoint", "event").get(pk=delivery.pk)
+        if not current.endpoint.enabled:
+            raise Conflict("endpoint_disabled", "This endpoint is disabled: enable it first, then redeliver.")
+        if current.leased_until is not None and current.leased_until > now:
+            raise Conflict("delivery_in_progress", "This delivery is being sent right now; look again in a moment.")
+        WebhookDelivery.objects.filter(pk=current.pk).update(
+            status=WebhookDelivery.Status.PENDING, manual=True, next_attempt_at=now, completed_at=None
+        )
+        transaction.on_commit(lambda: send_delivery(current.pk))
+    current.refresh_from_db()
+    return current
+
+
+# --- the sweep --------------------------------------------------------------------------------------------------
+
+
+def hooks_sweep(
+    *, dispatch: Any = outbox.send_dispatch, deliver: Any = send_delivery, limit: int = 500
+) -> dict[str, int]:
+    """The safety net (beat, every KAGENT_SWEEP_SECONDS): events whose dispatch was lost are dispatched, deliveries
+    due whose message was lost, or whose worker died holding them (the lease ran out), are queued again."""
+    now = timezone.now()
+    events = list(
+        WebhookEvent.objects.filter(dispatched_at__isnull=True, created_at__lt=now - DISPATCH_GRACE)
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    for event_id in events:
+        dispatch(event_id)
+    lost = Q(leased_until__lt=now) | Q(leased_until__isnull=True, next_attempt_at__lt=now - RESEND_GRACE)
+    due = list(
+        WebhookDelivery.objects.filter(status=WebhookDelivery.Status.PENDING, next_attempt_at__lte=now)
+        .filter(lost)
+        .order_by("next_attempt_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    for delivery_id in due:
+        deliver(delivery_id)
+    return {"dispatched": len(events), "queued": len(due)}

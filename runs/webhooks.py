@@ -1,0 +1,84 @@
+"""What the business's webhook endpoints receive of runs and of the desk (issue #11), recorded through the outbox
+of `hooks`: the objects exactly as the API renders them.
+
+A run's event is recorded by the engine's own statements (`runs/store.py`, `runs/events.py`) and rendered here when
+it is dispatched: the run as it is then, with the status of the event (as its status events read back). Test-panel
+(sandbox) runs are never recorded. A `store: false` run sends ids and statuses only: its input, output, required
+action and metadata are left empty, whatever is still stored.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hooks import outbox
+from hooks.models import WebhookEvent
+from runs.models import Handoff, Run, Session, Ticket
+from runs.resources import HANDOFF, RUN, SESSION, TICKET
+
+STATUS_OF_EVENT = {
+    "run.completed": Run.Status.COMPLETED,
+    "run.failed": Run.Status.FAILED,
+    "run.requires_action": Run.Status.REQUIRES_ACTION,
+    "run.cancelled": Run.Status.CANCELLED,
+}
+
+
+def run_data(run: Run, status: str) -> dict[str, Any]:
+    """The run as the API renders it, with `status`; without its content for a `store: false` run."""
+    as_then = copy.copy(run)
+    as_then.status = status
+    if not run.store:
+        as_then.input, as_then.output, as_then.required_action, as_then.metadata = "", None, None, {}
+    data = RUN.render(as_then)
+    if not run.store:
+        data["input"] = None
+    return data
+
+
+def run_event_data(event: WebhookEvent) -> dict[str, Any] | None:
+    run = Run.objects.filter(pk=event.object_id, project_id=event.project_id).first()
+    if run is None or run.sandbox:
+        return None
+    return run_data(run, STATUS_OF_EVENT[event.type])
+
+
+def register() -> None:
+    for event_type in STATUS_OF_EVENT:
+        outbox.register_renderer(event_type, run_event_data)
+
+
+# --- the desk: rendered when recorded, in the transaction of the change ----------------------------------------
+
+
+def ticket_event(ticket: Ticket, event_type: str) -> None:
+    if ticket.is_test:
+        return
+    outbox.record(
+        project_id=ticket.project_id,
+        event_type=event_type,
+        object_id=ticket.pk,
+        data=lambda: TICKET.render(Ticket.objects.select_related("end_user").get(pk=ticket.pk)),
+    )
+
+
+def handoff_event(handoff: Handoff, event_type: str) -> None:
+    if handoff.is_test:
+        return
+    outbox.record(
+        project_id=handoff.project_id,
+        event_type=event_type,
+        object_id=handoff.pk,
+        data=lambda: HANDOFF.render(Handoff.objects.select_related("end_user").get(pk=handoff.pk)),
+    )
+
+
+def flagged_event(*, project_id: str, session_id: str) -> None:
+    """`conversation.flagged`: the session as the API renders it (the caller leaves test-panel sessions out)."""
+    outbox.record(
+        project_id=project_id,
+        event_type="conversation.flagged",
+        object_id=session_id,
+        data=lambda: SESSION.render(Session.objects.select_related("end_user").get(pk=session_id)),
+    )
