@@ -11,6 +11,8 @@ import jwt
 import pytest
 
 from fakes.llm import calls, text
+from hooks import services as hook_services
+from hooks.models import WebhookDelivery, WebhookEvent
 from kagent.models import EgressEvent
 from runs import engine
 from runs.providers import retry
@@ -48,6 +50,9 @@ class World:
     egress_event: str
     tool_signing_secret: str
     end_user_secret: str
+    endpoint: str
+    delivery: str
+    endpoint_secret: str
 
     @property
     def markers(self) -> list[str]:
@@ -65,6 +70,9 @@ class World:
             SECRET_VALUE[-4:] + '"',
             self.tool_signing_secret,
             self.end_user_secret,
+            self.endpoint,
+            self.delivery,
+            self.endpoint_secret,
             TOOL_NAME,
             SECRET_NAME,
             self.end_user,
@@ -114,6 +122,9 @@ def world(alice: Tenant, fake_llm: Any, monkeypatch: Any) -> World:
     _ok(api.patch(f"/v1/agents/{agent}", {"config": {"instructions": "Second."}}, format="json"), 200)
     _ok(api.post(f"/v1/agents/{agent}/publish", {"note": "second"}, format="json"))
 
+    hook = {"url": "https://hooks.alice.example/k", "event_types": ["run.completed", "ticket.created"]}
+    endpoint = _ok(api.post("/v1/webhook_endpoints", hook, format="json"))
+
     verified = {"end_user": {"external_id": "alice-cust-42", "traits": {"tier": "gold"}}}
     done = _ok(
         api.post("/v1/runs", {"agent": agent, "input": "box crushed", "allow_actions": True, **verified}, format="json")
@@ -140,6 +151,11 @@ def world(alice: Tenant, fake_llm: Any, monkeypatch: Any) -> World:
         project=alice.project, purpose="http_tool", method="GET", host="api.example.com", decision="allowed"
     )
     end_user_secret = api.get("/v1/end_user_secret").json()["secret"]
+    # What a worker does first with the recorded events: a delivery per endpoint (none is attempted here).
+    for event_id in WebhookEvent.objects.filter(project=alice.project).values_list("pk", flat=True):
+        hook_services.event_dispatch(event_id=event_id)
+    delivery = WebhookDelivery.objects.filter(endpoint_id=endpoint["id"]).values_list("pk", flat=True).first()
+    assert delivery is not None
     return World(
         tenant=alice,
         agent=agent,
@@ -157,4 +173,7 @@ def world(alice: Tenant, fake_llm: Any, monkeypatch: Any) -> World:
         egress_event=f"egress_{event.pk}",
         tool_signing_secret=api.get("/v1/tool_signing_secret").json()["secret"],
         end_user_secret=end_user_secret,
+        endpoint=endpoint["id"],
+        delivery=delivery,
+        endpoint_secret=endpoint["secret"],
     )

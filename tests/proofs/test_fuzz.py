@@ -81,6 +81,8 @@ def real_path_parameters(world: World) -> dict[str, Any]:
         "session_id": world.session,
         "ticket_id": world.ticket,
         "handoff_id": world.handoff,
+        "endpoint_id": world.endpoint,
+        "delivery_id": world.delivery,
     }
 
 
