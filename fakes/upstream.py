@@ -16,6 +16,9 @@ Behaviours by path (any method):
   /trickle-headers     the status line, then one header byte every 0.2 s
   /set-cookie          sets a cookie
   /bench               a fixed small JSON body (no recording), for the benchmark
+  /orders              the same body, recorded: the load and fault benchmarks' business API
+  /ledger              (GET, not recorded) every delivery so far by `webhook-id`: {"deliveries": {id: [[unix time,
+                       path], …]}}, so a benchmark counts tool calls delivered twice
 
 Run alone (for the benchmark, in its own process): python -m fakes.upstream --port 8443 --cert-dir DIR
 """
@@ -97,6 +100,11 @@ class _Handler(BaseHTTPRequestHandler):
         if route == "/bench":
             self._send(200, _BENCH_BODY)
             return
+        if route == "/ledger":
+            with upstream._lock:
+                report = {"deliveries": {key: list(value) for key, value in upstream.deliveries.items()}}
+            self._send(200, json.dumps(report).encode())
+            return
         upstream.record(self, body)
         try:
             self._route(route, path, body)
@@ -105,7 +113,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _route(self, route: str, path: str, body: bytes) -> None:
         upstream = self.server.upstream
-        if route.startswith("/status/"):
+        if route == "/orders":
+            self._send(200, _BENCH_BODY)
+        elif route.startswith("/status/"):
             self._send(int(route.split("/")[2]), json.dumps({"error": "upstream said no", "detail": "x" * 50}).encode())
         elif route == "/redirect":
             target = parse_qs(urlsplit(path).query).get("to", ["https://127.0.0.1:8443/"])[0]
@@ -198,12 +208,13 @@ class Upstream:
         ssl_context.sni_callback = lambda _sock, name, _ctx: self.sni_names.append(name)  # type: ignore[assignment]
         self.secrets = list(secrets or [])
         self.received: list[Received] = []
+        self.deliveries: dict[str, list[tuple[float, str]]] = {}  # webhook-id -> (when, path) of each arrival
         self.canned: dict[str, Canned] = {}
         self._lock = threading.Lock()
         self._server = _Server((host, port), _Handler)
         self._server.upstream = self
         self._server.ssl_context = ssl_context
-        self.host, self.port = host, port
+        self.host, self.port = host, int(self._server.server_address[1])  # port 0: the one the system chose
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def start(self) -> Upstream:
@@ -217,6 +228,7 @@ class Upstream:
     def reset(self) -> None:
         with self._lock:
             self.received.clear()
+            self.deliveries.clear()
             self.canned.clear()
             self.sni_names.clear()
 
@@ -249,6 +261,8 @@ class Upstream:
                 valid.append(False)
                 error = str(exc)
         with self._lock:
+            if headers.get("webhook-id"):
+                self.deliveries.setdefault(headers["webhook-id"], []).append((time.time(), handler.path))
             self.received.append(
                 Received(
                     method=handler.command,

@@ -20,7 +20,7 @@ from kagent import throttle
 from kagent.auth import NOT_AUTHENTICATED, PUBLISHABLE_REFUSED, KeyRefused, api_key_from_header
 from kagent.converters import ID_PATTERN
 from kagent.cors import OriginRefused, origin_check
-from kagent.errors import ApiError, Unprocessable, error_body
+from kagent.errors import OUTAGES, ApiError, Unprocessable, error_body, unavailable_response
 from kagent.models import ApiKey, Project
 from kagent.parsers import strict_json
 
@@ -151,6 +151,8 @@ def lean_post(
         return response
     except RequestDataTooBig:
         return json_response(error_body("request_too_large", "The request body is too large."), 413)
+    except OUTAGES:
+        return unavailable_response(request.path)
     except Exception:
         logger.exception("unhandled error on %s", request.path)
         return json_response(error_body("internal_error", "Something went wrong on our side."), 500)

@@ -15,7 +15,7 @@ from kagent import secrets, selectors
 from kagent.api import ProjectApi, paginate, paginate_numbered, param_choice, param_text, param_time
 from kagent.inputs import Input
 from kagent.models import EgressEvent, SigningSecret
-from kagent.openapi import list_of
+from kagent.openapi import empty_is_unset, list_of
 from kagent.resources import EGRESS_EVENT, SECRET, SIGNING_SECRET
 from kagent.secrets import HOSTNAME_RE, MAX_HOSTS, MAX_VALUE
 
@@ -142,6 +142,9 @@ class EndUserSecretRotateApi(_SigningSecretApi):
 # --- the egress log ---------------------------------------------------------------------------------------------
 
 EGRESS_PURPOSES = ("http_tool", "knowledge", "webhook", "model")
+
+
+empty_is_unset("egress_events_list")  # read with kagent.api.param_*
 
 
 def egress_filters(params: Mapping[str, str]) -> dict[str, Any]:

@@ -11,8 +11,13 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError as DatabaseInterfaceError
+from django.db import OperationalError as DatabaseOperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
+from kombu.exceptions import OperationalError as BrokerOperationalError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
@@ -59,6 +64,26 @@ class Unprocessable(ApiError):
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details}}
+
+
+# The database or Redis (broker, cache) out of reach for a moment — a restart, a failover: the request changed
+# nothing it could not finish, so the client may simply try again.
+OUTAGES = (
+    DatabaseOperationalError,
+    DatabaseInterfaceError,
+    RedisConnectionError,
+    RedisTimeoutError,
+    BrokerOperationalError,
+)
+UNAVAILABLE = (503, "service_unavailable", "The service is briefly unavailable; try again in a moment.")
+
+
+def unavailable_response(path: str) -> JsonResponse:
+    logger.warning("database or redis out of reach on %s", path, exc_info=True)
+    status, code, message = UNAVAILABLE
+    response = JsonResponse(error_body(code, message), status=status)
+    response["Retry-After"] = "1"
+    return response
 
 
 def _flatten_validation(detail: Any, path: str = "") -> list[dict[str, str]]:
@@ -131,6 +156,10 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         wait = getattr(exc, "wait", None)  # drf.Throttled's, not in its stubs
         if isinstance(exc, drf.Throttled) and wait is not None:
             headers["Retry-After"] = str(int(wait))
+    elif isinstance(exc, OUTAGES):
+        logger.warning("database or redis out of reach in %s", context.get("view").__class__.__name__, exc_info=True)
+        (status, code, message), details = UNAVAILABLE, None
+        headers["Retry-After"] = "1"
     else:
         logger.exception("unhandled error in %s", context.get("view").__class__.__name__)
         status, code, message, details = 500, "internal_error", "Something went wrong on our side.", None
@@ -155,6 +184,8 @@ class ApiErrorMiddleware:
             return None
         if isinstance(exception, Http404):
             return JsonResponse(error_body("not_found", "No such endpoint."), status=404)
+        if isinstance(exception, OUTAGES):
+            return unavailable_response(request.path)
         logger.exception("unhandled error on %s", request.path)
         return JsonResponse(error_body("internal_error", "Something went wrong on our side."), status=500)
 

@@ -8,6 +8,7 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 _COMPONENTS: dict[str, dict[str, Any]] = {}
+_EMPTY_IS_UNSET: set[str] = set()
 
 
 def component(name: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -18,6 +19,13 @@ def component(name: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 def registered_components() -> dict[str, dict[str, Any]]:
     return dict(_COMPONENTS)
+
+
+def empty_is_unset(*operation_ids: str) -> None:
+    """These operations read their filters with `kagent.api.param_*`, where an empty value (`?status=`, as a filter
+    form sends "any") is no filter: their documented parameters say so (the fuzzer found the document refusing
+    what the API accepts)."""
+    _EMPTY_IS_UNSET.update(operation_ids)
 
 
 def list_of(ref: dict[str, Any]) -> dict[int, dict[str, Any]]:
@@ -53,9 +61,26 @@ TIMESTAMP = {"type": "integer", "description": "Unix seconds"}
 NULLABLE_TIMESTAMP = {"type": ["integer", "null"], "description": "Unix seconds"}
 
 
+ERROR_RESPONSE = {
+    "description": "SPEC §4's error JSON: a stable `code`, a `message` for people, `details` (null or a list of "
+    "{path, message})",
+    "content": {"application/json": {"schema": ERROR}},
+}
+
+
 def add_components(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
-    """drf-spectacular postprocessing hook."""
+    """drf-spectacular postprocessing hook: our components, and every operation's errors (any 4xx, in the error
+    JSON: an unknown id, a body or parameter that isn't valid, a missing key, a limit reached…)."""
     result.setdefault("components", {}).setdefault("schemas", {}).update(_COMPONENTS)
+    for item in result.get("paths", {}).values():
+        for method, operation in item.items():
+            if method in ("get", "post", "put", "patch", "delete"):
+                operation.setdefault("responses", {}).setdefault("4XX", ERROR_RESPONSE)
+            if method == "get" and operation.get("operationId") in _EMPTY_IS_UNSET:
+                for parameter in operation.get("parameters", []):
+                    if parameter.get("in") == "query" and "schema" in parameter:
+                        empty = {"type": "string", "maxLength": 0, "description": "empty: no filter"}
+                        parameter["schema"] = {"anyOf": [parameter["schema"], empty]}
     return result
 
 

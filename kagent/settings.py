@@ -308,6 +308,9 @@ LOGGING = {
 # A worker holds a run for this long after its last step; a run whose lease expired is picked up again.
 KAGENT_RUN_LEASE_SECONDS = int(os.environ.get("KAGENT_RUN_LEASE_SECONDS", "120"))
 KAGENT_SWEEP_SECONDS = float(os.environ.get("KAGENT_SWEEP_SECONDS", "10"))
+# A run still queued this long after it was sent is sent again (its message was lost with the broker); a second
+# message is harmless, the claim lets one worker through.
+KAGENT_RUN_RESEND_SECONDS = int(os.environ.get("KAGENT_RUN_RESEND_SECONDS", "300"))
 
 
 # --- Webhooks ----------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from kagent.clients import client_address
 from kagent.errors import Unprocessable
 from kagent.inputs import Input
 from kagent.models import ApiKey
-from kagent.openapi import list_of
+from kagent.openapi import empty_is_unset, list_of
 from runs import selectors, services, streams
 from runs.identity import EndUserClaim
 from runs.models import Run, RunStep, ToolCall
@@ -371,6 +371,14 @@ class RunEventsApi(ProjectApi):
     publishable_allowed = True
     renderer_classes = [renderers.JSONRenderer, EventStreamRenderer]
 
+    def handle_exception(self, exc: Exception) -> Response:
+        # An error is the error JSON and says so, even to a client that asked for text/event-stream (found by the
+        # fuzzer: a 404 went out labelled as an event stream).
+        response = super().handle_exception(exc)
+        self.request.accepted_renderer = renderers.JSONRenderer()
+        self.request.accepted_media_type = "application/json"
+        return response
+
     @extend_schema(
         operation_id="runs_events",
         parameters=[
@@ -488,7 +496,8 @@ def _desk_filters(request: Request) -> dict[str, Any]:
     status_filter = request.query_params.get("status")
     if status_filter is not None and status_filter not in ("open", "closed"):
         raise Unprocessable("invalid_parameter", "status is open or closed.")
-    return {"status": status_filter, "include_tests": request.query_params.get("include_tests") in ("true", "1")}
+    # true or false, like every boolean parameter (the fuzzer found `include_tests=0.53` read as false)
+    return {"status": status_filter, "include_tests": bool(param_bool(request.query_params, "include_tests"))}
 
 
 class TicketListApi(ProjectApi):
@@ -617,6 +626,9 @@ SESSION_FILTERS = [
     *_TIME_FILTERS,
     OpenApiParameter("include_tests", bool, description="include test-panel sessions (off by default)"),
 ]
+
+
+empty_is_unset("runs_list", "sessions_list")  # read with kagent.api.param_*
 
 
 def run_filters(params: Mapping[str, str]) -> dict[str, Any]:

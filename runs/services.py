@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
@@ -39,7 +40,6 @@ SEGMENT_IDLE = timedelta(minutes=30)
 HISTORY_MESSAGES = 20
 CLIENT_OUTPUT_MAX_BYTES = 16 * 1024
 # A queued run nobody claimed for this long lost its queue message (e.g. a broker restart): send it again.
-QUEUED_RESEND_AFTER = timedelta(minutes=5)
 UNREAD_PURGE_AFTER = timedelta(minutes=10)
 
 
@@ -492,7 +492,8 @@ def run_sweep() -> dict[str, int]:
             logger.warning("run %s: lease expired (worker lost); re-queued", run_id)
             send_run(run_id)
             counts["requeued"] += 1
-    for run_id in Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=now - QUEUED_RESEND_AFTER).values_list(
+    resend_before = now - timedelta(seconds=settings.KAGENT_RUN_RESEND_SECONDS)
+    for run_id in Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=resend_before).values_list(
         "pk", flat=True
     )[:500]:
         Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(queued_at=now)

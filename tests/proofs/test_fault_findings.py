@@ -1,0 +1,46 @@
+"""What the fault scenarios (bench/faults.py) found, each kept as a plain test; the faults are injected (the only
+mocks here), the rest is the real code path."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import OperationalError
+from kombu.exceptions import OperationalError as BrokerError
+from redis.exceptions import ConnectionError as RedisDown
+
+from kagent import throttle
+from runs import queue
+from runs.models import Run
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_run_whose_message_cannot_reach_the_broker_is_answered_as_created(alice, monkeypatch):
+    """Redis restarting while a run is created: the row is committed, so the request answers 201 with it (a 500
+    made the app start it again); the sweeper sends its message once it waited KAGENT_RUN_RESEND_SECONDS."""
+    api = alice.client()
+    agent = api.post("/v1/agents", {"name": "a"}, format="json").json()["id"]
+    assert api.post(f"/v1/agents/{agent}/publish", {}, format="json").status_code == 201
+
+    def broker_down(run_id):
+        raise BrokerError("Error 111 connecting to 127.0.0.1:6390. Connection refused.")
+
+    monkeypatch.setattr(queue, "send_run", broker_down)
+    response = api.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json")
+    assert response.status_code == 201, response.content
+    assert Run.objects.get(pk=response.json()["id"]).status == "queued"
+
+
+@pytest.mark.parametrize("outage", [OperationalError("the database system is shutting down"), RedisDown("refused")])
+@pytest.mark.parametrize("path", ["/v1/agents", "/v1/runs"])
+def test_an_outage_is_a_503_to_try_again_in_the_error_json(alice, monkeypatch, outage, path):
+    def down(key):
+        raise outage
+
+    monkeypatch.setattr(throttle, "api_request", down)
+    api = alice.client()
+    response = api.post(path, {"name": "a", "agent": "agt_x", "input": "hi"}, format="json")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "1"
+    assert response.json()["error"]["code"] == "service_unavailable"
+    assert set(response.json()["error"]) == {"code", "message", "details"}
