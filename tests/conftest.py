@@ -187,9 +187,10 @@ def start_worker(celery_queue: str) -> Iterator[Any]:
 def clear_cache() -> None:
     """Empties the cache's own keys. Not `cache.clear()`: on Redis that is FLUSHDB, which would also take the Celery
     broker's queues and the counters of every other test process sharing the database."""
-    from django.core.cache import cache
+    from django.core.cache import caches
     from django.core.cache.backends.redis import RedisCache
 
+    cache = caches["default"]  # the backend itself: `django.core.cache.cache` is a proxy, never a RedisCache
     if not isinstance(cache, RedisCache):
         cache.clear()
         return
