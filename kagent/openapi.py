@@ -68,6 +68,14 @@ ERROR_RESPONSE = {
 }
 
 
+UNAVAILABLE_RESPONSE = {
+    "description": "PostgreSQL or Redis is briefly out of reach: `service_unavailable` in the error JSON, nothing was "
+    "done; try again after Retry-After",
+    "headers": {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}},
+    "content": {"application/json": {"schema": ERROR}},
+}
+
+
 def add_components(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
     """drf-spectacular postprocessing hook: our components, and every operation's errors (any 4xx, in the error
     JSON: an unknown id, a body or parameter that isn't valid, a missing key, a limit reached…)."""
@@ -76,6 +84,7 @@ def add_components(result: dict[str, Any], generator: Any, request: Any, public:
         for method, operation in item.items():
             if method in ("get", "post", "put", "patch", "delete"):
                 operation.setdefault("responses", {}).setdefault("4XX", ERROR_RESPONSE)
+                operation["responses"].setdefault("503", UNAVAILABLE_RESPONSE)
             if method == "get" and operation.get("operationId") in _EMPTY_IS_UNSET:
                 for parameter in operation.get("parameters", []):
                     if parameter.get("in") == "query" and "schema" in parameter:

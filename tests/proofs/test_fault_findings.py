@@ -44,3 +44,20 @@ def test_an_outage_is_a_503_to_try_again_in_the_error_json(alice, monkeypatch, o
     assert response["Retry-After"] == "1"
     assert response.json()["error"]["code"] == "service_unavailable"
     assert set(response.json()["error"]) == {"code", "message", "details"}
+
+
+def test_the_document_says_every_operation_can_answer_503_with_retry_after(api):
+    # A client generated from the document learns that a 503 is to be tried again, and where the wait is.
+    document = api.get("/v1/openapi.json").json()
+    operations = [
+        (path, method, operation)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        if method in ("get", "post", "put", "patch", "delete")
+    ]
+    assert operations
+    for path, method, operation in operations:
+        unavailable = operation["responses"].get("503")
+        assert unavailable is not None, f"{method} {path}"
+        assert "Retry-After" in unavailable["headers"]
+        assert unavailable["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
