@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from kagent import throttle
 from kagent.api import ProjectApi, json_response, lean_post, paginate, param_bool, param_choice, param_text, param_time
 from kagent.clients import client_address
-from kagent.errors import Unprocessable
+from kagent.errors import OUTAGES, Unprocessable
 from kagent.inputs import Input
 from kagent.models import ApiKey
 from kagent.openapi import empty_is_unset, list_of
@@ -305,7 +305,10 @@ class RunCreateApi(ProjectApi):
             return streams.event_stream(run, places, after=0, full_steps=key.is_secret)
         if body.wait:
             settled = streams.wait_settled(run.pk, key, body.wait)
-            run.refresh_from_db()
+            try:
+                run.refresh_from_db()
+            except OUTAGES:  # the run is committed: answer it as created rather than with an error to retry
+                settled = False
             if settled:
                 return _deliver(run), status.HTTP_200_OK
             response = json_response(_deliver(run), status.HTTP_201_CREATED)

@@ -28,6 +28,7 @@ from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 
+from kagent.errors import OUTAGES
 from kagent.models import ApiKey
 from kagent.throttle import RateLimited
 from runs import events
@@ -126,7 +127,9 @@ def _settled(run_id: str) -> bool:
 def wait_settled(run_id: str, key: ApiKey, seconds: float) -> bool:
     """`POST /v1/runs` with `wait`: up to `seconds` for the run to end or pause, woken by its events (no polling
     with Redis). False when it didn't, or when there was no place to wait: KAGENT_WAITS_PER_KEY for the key,
-    KAGENT_WAIT_THREADS for this process. The caller answers with the run as it is either way."""
+    KAGENT_WAIT_THREADS for this process. The caller answers with the run as it is either way — also when Redis or
+    the database failed while waiting: the run is committed by then, and an error answer (503) would have the app
+    create it again."""
     permit = ThreadPermit()
     if not permit.try_take():
         return False
@@ -150,9 +153,15 @@ def wait_settled(run_id: str, key: ApiKey, seconds: float) -> bool:
                 subscription.get_message(timeout=min(left, 1.0))
             else:
                 time.sleep(min(left, POLL_WITHOUT_REDIS_S / 4))
+    except OUTAGES:
+        events.logger.warning("a wait on %s ended early: redis or the database is out of reach", run_id, exc_info=True)
+        return False
     finally:
         if subscription is not None:
-            subscription.close()
+            try:
+                subscription.close()
+            except OUTAGES:
+                pass
         slot.release()
         permit.release()
 
@@ -326,7 +335,12 @@ def event_stream(run: Run, places: StreamPlaces, *, after: int, full_steps: bool
     204 No Content: the one answer that tells a browser's EventSource to stop reconnecting (an empty 200 stream
     would be reopened every few seconds for as long as the page stays open)."""
     run_id, store = run.pk, run.store
-    if run.status in Run.TERMINAL and events.last_id(run_id) <= after:
+    try:
+        finished = run.status in Run.TERMINAL and events.last_id(run_id) <= after
+    except BaseException:  # nothing holds the places yet: give them back, or this process loses a thread for good
+        places.release()
+        raise
+    if finished:
         places.release()
         return HttpResponse(status=204)
 

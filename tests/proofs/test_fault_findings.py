@@ -9,7 +9,7 @@ from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import ConnectionError as RedisDown
 
 from kagent import throttle
-from runs import queue
+from runs import queue, streams
 from runs.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -61,3 +61,25 @@ def test_the_document_says_every_operation_can_answer_503_with_retry_after(api):
         assert unavailable is not None, f"{method} {path}"
         assert "Retry-After" in unavailable["headers"]
         assert unavailable["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+
+
+@pytest.mark.parametrize("failing", ["slot", "database"])
+def test_a_wait_that_loses_redis_or_the_database_answers_the_run_as_created(alice, monkeypatch, failing):
+    """The review's finding: the run is committed before the wait starts, so an outage while waiting must not answer
+    503 (an app, or a client that resends on 503, would create the run again)."""
+    api = alice.client()
+    agent = api.post("/v1/agents", {"name": "a"}, format="json").json()["id"]
+    assert api.post(f"/v1/agents/{agent}/publish", {}, format="json").status_code == 201
+
+    def down(*args, **kwargs):
+        raise RedisDown("refused") if failing == "slot" else OperationalError("the database system is shutting down")
+
+    if failing == "slot":
+        monkeypatch.setattr(streams.KeySlot, "try_take", down)
+    else:
+        monkeypatch.setattr(streams, "_settled", down)
+    response = api.post("/v1/runs", {"agent": agent, "input": "hi", "wait": 2}, format="json")
+    assert response.status_code == 201, response.content
+    assert response["Retry-After"] == "1"
+    assert response.json()["status"] == "queued"
+    assert Run.objects.filter(project=alice.project).count() == 1

@@ -5,9 +5,9 @@ when:
 - it is idempotent (GET, PUT, PATCH, DELETE, and the POSTs that change nothing twice: cancel, preview) and the
   server answered 429 or 5xx, or the connection failed in any way;
 - it has side effects (a POST such as `POST /v1/runs`) only when the server refused it before doing anything: 429,
-  503 with `Retry-After`, or a connection that was never made (connect error or timeout, no free connection).
-  After a read timeout or a lost connection, or a 500/502/504, the POST may have been carried out: it is not sent
-  again, and the error says so (`ApiConnectionError.may_have_reached_server`).
+  or a connection that was never made (connect error or timeout, no free connection). After a read timeout or a
+  lost connection, or any 5xx (a 503 is an outage of the server's database or Redis, which can come after the run
+  was committed), the POST may have been carried out: it is not sent again, and the error says so.
 """
 
 from __future__ import annotations
@@ -142,8 +142,9 @@ class RetryPolicy:
         if attempt >= self.max_retries or not (status == 429 or status >= 500):
             return None
         retry_after = retry_after_seconds(response.headers)
-        refused_before_processing = status == 429 or (status == 503 and retry_after is not None)
-        if not (refused_before_processing or request.retry_safe):
+        # Only a 429 says the request was refused before anything was done: a 503 (an outage of the server's
+        # database or Redis) can come after a POST's work was committed, so such a POST is never sent again.
+        if not (status == 429 or request.retry_safe):
             return None
         if retry_after is not None:
             return retry_after if retry_after <= self.max_retry_after_s else None
