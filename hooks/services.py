@@ -407,7 +407,9 @@ def _disable_if_failing(delivery: WebhookDelivery, answer: _Answer, now: datetim
 
 
 def delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
-    """Sends the event to the endpoint again now, with the same `webhook-id`: one attempt, logged like the others."""
+    """Sends the event to the endpoint again now, with the same `webhook-id`: one attempt, logged like the others. A
+    delivery still retrying keeps its schedule (its attempt is only brought forward): a failed manual attempt must
+    not end the automatic retries it had left."""
     now = timezone.now()
     with transaction.atomic():
         current = WebhookDelivery.objects.select_for_update().select_related("endpoint", "event").get(pk=delivery.pk)
@@ -415,8 +417,9 @@ def delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
             raise Conflict("endpoint_disabled", "This endpoint is disabled: enable it first, then redeliver.")
         if current.leased_until is not None and current.leased_until > now:
             raise Conflict("delivery_in_progress", "This delivery is being sent right now; look again in a moment.")
+        retrying = current.status == WebhookDelivery.Status.PENDING
         WebhookDelivery.objects.filter(pk=current.pk).update(
-            status=WebhookDelivery.Status.PENDING, manual=True, next_attempt_at=now, completed_at=None
+            status=WebhookDelivery.Status.PENDING, manual=not retrying, next_attempt_at=now, completed_at=None
         )
         transaction.on_commit(lambda: send_delivery(current.pk))
     current.refresh_from_db()

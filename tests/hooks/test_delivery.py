@@ -220,6 +220,28 @@ def test_redelivery_keeps_the_webhook_id_and_the_body(hk, upstream):
     assert verify(second, endpoint.secret)["data"]["priority"] == "urgent"
 
 
+def test_redelivering_a_delivery_that_is_still_retrying_keeps_its_retries(hk, upstream, settings):
+    settings.KAGENT_WEBHOOK_RETRY_SECONDS = [600.0, 600.0, 600.0]
+    endpoint = create_endpoint(hk.api, upstream, types=["ticket.updated"], name="down")
+    upstream.respond("down", status=503, json_body={"error": "maintenance"})
+    hk.api.patch(f"/v1/tickets/{_ticket(hk)}", {"status": "closed"}, format="json")
+    pump()
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.status == "pending" and delivery.attempts == 1  # the next try is 10 minutes away
+    # The business clicks Redeliver while its endpoint still answers 503: that attempt fails too...
+    url = f"/v1/webhook_endpoints/{endpoint.id}/deliveries/{delivery.pk}/redeliver"
+    assert hk.api.post(url).status_code == 202
+    pump()
+    delivery.refresh_from_db()
+    # ...and the automatic retries it had left go on.
+    assert delivery.attempts == 2 and delivery.status == "pending" and delivery.next_attempt_at > timezone.now()
+    upstream.respond("down", status=200, json_body={"ok": True})
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
+    pump()
+    delivery.refresh_from_db()
+    assert delivery.status == "succeeded" and delivery.attempts == 3
+
+
 def test_after_a_rotation_both_secrets_sign(hk, upstream):
     endpoint = create_endpoint(hk.api, upstream, types=["ticket.updated"])
     new_secret = hk.api.post(f"/v1/webhook_endpoints/{endpoint.id}/rotate_secret").json()["secret"]
