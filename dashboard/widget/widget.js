@@ -23,6 +23,8 @@
   var CLOSING = { "run.completed": 1, "run.failed": 1, "run.cancelled": 1, "run.requires_action": 1 };
   var MAX_RECONNECTS = 8; // failed attempts in a row
   var MAX_QUIET_MS = 5 * 60 * 1000; // a run that says nothing for this long: the customer is told
+  var UNCONFIRMED = "I couldn't confirm that with our systems, so I won't say it was done. Please ask again, or ask " +
+    "to talk to a person.";
   var script = document.currentScript;
   var scriptUrl = script && script.src ? script.src : "";
   var instance = null;
@@ -418,7 +420,11 @@
     var self = this;
     var run = closing.data || {};
     if (closing.type === "run.completed") {
-      this.say("assistant", run.output && run.output.text ? run.output.text : "");
+      var output = run.output || {};
+      // An answer the truthfulness guard couldn't match to a tool result (a ticket, a handoff no tool made) is not
+      // shown to the customer: a neutral reply stands in for it.
+      var unverified = output.unverified_claims && output.unverified_claims.length;
+      this.say("assistant", unverified ? UNCONFIRMED : output.text || "");
       return null;
     }
     if (closing.type === "run.cancelled") {

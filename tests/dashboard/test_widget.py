@@ -412,3 +412,29 @@ def test_a_page_answers_the_agents_client_tool_through_kagent_init(
         assert page.js_errors == []
     finally:
         page.context.close()
+
+
+def test_an_answer_claiming_a_ticket_no_tool_made_never_reaches_the_customer(
+    alice, live_server, browser, shop, start_worker, fake_llm
+):
+    # The model insists on a ticket it never opened: the guard pushes back twice, then keeps the claim unverified.
+    claims = [text("I've opened ticket TKT-99 for you."), text("Your ticket TKT-99 is open."), text("TKT-99 is open.")]
+    fake_llm.script("widget-liar", claims)
+    agent = publish_agent(alice, fake_llm, "widget-liar")
+    allow(alice, shop.origin)
+    start_worker(fake_llm.worker_env())
+    page = new_page(browser, live_server, **DESKTOP)
+    try:
+        page.goto(widget_page(alice, live_server, shop, agent))
+        page.get_by_role("button", name="Chat with us").click()
+        send(page, "Open a ticket for my boots")
+        log = page.get_by_role("log", name="Conversation")
+        expect(log.locator(".message.assistant")).to_have_count(1, timeout=LIVE)
+        run = Run.objects.get(project=alice.project)
+        assert run.output["unverified_claims"] == ["ticket TKT-99"]
+        assert "TKT-99" not in log.inner_text()
+        expect(log.locator(".message.assistant")).to_contain_text("couldn't confirm")
+        assert Ticket.objects.count() == 0
+        assert page.js_errors == []
+    finally:
+        page.context.close()
