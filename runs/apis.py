@@ -294,7 +294,7 @@ class RunCreateApi(ProjectApi):
             raise Unprocessable("invalid_request", "Give stream or wait, not both.")
         throttle.run_start(key)
         sandbox, run_real_actions = _sandbox(body)
-        places = streams.StreamPlaces.take(request, f"key:{key.pk}") if body.stream else None
+        places = streams.StreamPlaces.take(request, streams.owner_of(request, key)) if body.stream else None
         try:
             run = RunCreateApi._run_create(request, key, body, sandbox, run_real_actions)
         except BaseException:
@@ -304,7 +304,7 @@ class RunCreateApi(ProjectApi):
         if places is not None:
             return streams.event_stream(run, places, after=0, full_steps=key.is_secret)
         if body.wait:
-            settled = streams.wait_settled(run.pk, key, body.wait)
+            settled = streams.wait_settled(run.pk, streams.owner_of(request, key), body.wait)
             try:
                 run.refresh_from_db()
             except OUTAGES:  # the run is committed: answer it as created rather than with an error to retry
@@ -399,7 +399,7 @@ class RunEventsApi(ProjectApi):
             project=self.project, run_id=run_id, key=self.api_key, end_user_token=end_user_token(request)
         )
         after = streams.last_event_id(request.headers.get("Last-Event-ID") or request.query_params.get("last_event_id"))
-        places = streams.StreamPlaces.take(request, f"key:{self.api_key.pk}")
+        places = streams.StreamPlaces.take(request, streams.owner_of(request, self.api_key))
         return streams.event_stream(run, places, after=after, full_steps=self.api_key.is_secret)
 
 

@@ -6,10 +6,10 @@ thread while it streams) and an async generator for the ASGI server (`uvicorn ka
 serves `/v1/runs/{id}/events` in production without a thread per stream: see docker-compose.yml). Woken by the
 engine's notifications on Redis pub/sub, or looking every second without Redis (the embedded default).
 
-Each API key may hold KAGENT_STREAMS_PER_KEY streams open at once (a sorted set of open streams in Redis, each
-refreshed with its keep-alive, so a stream whose server died stops counting within a minute); the slot is given back
-when the server closes the response. A `store: false` run's content is purged (`on_end`) once its last event was
-written to the client.
+Each API key (a publishable key: each client address) may hold KAGENT_STREAMS_PER_KEY streams open at once (a
+sorted set of open streams in Redis, each refreshed with its keep-alive, so a stream whose server died stops counting
+within a minute); the slot is given back when the server closes the response. A `store: false` run's content is
+purged (`on_end`) once its last event was written to the client.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 
+from kagent.clients import client_address
 from kagent.errors import OUTAGES
 from kagent.models import ApiKey
 from kagent.throttle import RateLimited
@@ -124,7 +125,16 @@ def _settled(run_id: str) -> bool:
     return status is None or status in SETTLED
 
 
-def wait_settled(run_id: str, key: ApiKey, seconds: float) -> bool:
+def owner_of(request: HttpRequest, key: ApiKey) -> str:
+    """Whose places a stream or a wait takes: a secret key's own (the business's server), and for a publishable key
+    each client address's own — every visitor of the business's site uses that key, and anyone can copy it from
+    the page, so one place-holder must not take the places of all the others."""
+    if key.is_secret:
+        return f"key:{key.pk}"
+    return f"key:{key.pk}:{client_address(request)}"
+
+
+def wait_settled(run_id: str, owner: str, seconds: float) -> bool:
     """`POST /v1/runs` with `wait`: up to `seconds` for the run to end or pause, woken by its events (no polling
     with Redis). False when it didn't, or when there was no place to wait: KAGENT_WAITS_PER_KEY for the key,
     KAGENT_WAIT_THREADS for this process. The caller answers with the run as it is either way — also when Redis or
@@ -133,7 +143,7 @@ def wait_settled(run_id: str, key: ApiKey, seconds: float) -> bool:
     permit = ThreadPermit()
     if not permit.try_take():
         return False
-    slot = KeySlot(f"key:{key.pk}", "waits", int(getattr(settings, "KAGENT_WAITS_PER_KEY", 10)))
+    slot = KeySlot(owner, "waits", int(getattr(settings, "KAGENT_WAITS_PER_KEY", 10)))
     subscription = None
     try:
         if not slot.try_take():
@@ -315,7 +325,8 @@ class StreamPlaces:
     def take(cls, request: HttpRequest, owner: str) -> StreamPlaces:
         slot = StreamSlot(owner)
         slot.take()
-        if isinstance(request, ASGIRequest):
+        # A DRF view's request wraps Django's: the server that received it is the wrapped one's class.
+        if isinstance(getattr(request, "_request", request), ASGIRequest):
             return cls(slot, None)
         permit = ThreadPermit()
         if not permit.try_take():

@@ -255,3 +255,21 @@ def test_resuming_after_the_end_of_a_run_that_ended_is_no_content(h):
     assert response.status_code == 204 and response.content == b""
     # Resuming before the end still gets what is after.
     assert read(h.api.get(f"/v1/runs/{run['id']}/events?last_event_id={everything[-2]['id']}")) == everything[-1:]
+
+
+def test_a_publishable_keys_streams_are_counted_per_visitor(h, settings):
+    # Every visitor of the business's site uses the publishable key, and anyone can copy it from the page: one
+    # address holding its allowance leaves the other visitors theirs.
+    settings.KAGENT_STREAMS_PER_KEY = 1
+    agent = h.agent("ev-visitors", [text("x")])
+    browser = h.tenant.client(h.tenant.publishable_key)
+    session = browser.post("/v1/sessions", {"agent": agent}, format="json").json()["id"]
+    run = browser.post("/v1/runs", {"agent": agent, "session": session, "input": "hi"}, format="json").json()["id"]
+    held = browser.get(f"/v1/runs/{run}/events", REMOTE_ADDR="198.51.100.7")
+    assert held.status_code == 200
+    refused = browser.get(f"/v1/runs/{run}/events", REMOTE_ADDR="198.51.100.7")
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "rate_limited"
+    other_visitor = browser.get(f"/v1/runs/{run}/events", REMOTE_ADDR="203.0.113.9")
+    assert other_visitor.status_code == 200
+    other_visitor.close()
+    held.close()

@@ -176,3 +176,23 @@ def test_a_browser_follows_a_paused_run_through_the_wsgi_server(live_server, sta
     ]
     assert rest[-1]["data"]["output"]["text"] == "Two items in your cart."
     browser.close()
+
+
+def test_get_events_through_uvicorn_arrive_while_the_run_waits(asgi_server):
+    # No worker: the run stays queued. Its first event must arrive at once and the stream stay open (served as a
+    # stream by the events server, not gathered until it ends); a cancel then ends it.
+    tenant = make_tenant("alice")
+    api = tenant.client()
+    agent = publish(api, "never-driven")
+    run = api.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json").json()["id"]
+    headers = {"Authorization": f"Bearer {tenant.secret_key}"}
+    arrived: list[str] = []
+
+    def on_event(event: dict[str, Any]) -> None:
+        arrived.append(event["event"])
+        if event["event"] == "run.queued":
+            assert api.post(f"/v1/runs/{run}/cancel", {}, format="json").status_code == 200
+
+    with httpx.stream("GET", f"{asgi_server}/v1/runs/{run}/events", headers=headers, timeout=20) as response:
+        got = receive(response, on_event)
+    assert [e["event"] for e in got] == arrived == ["run.queued", "run.cancelled"]

@@ -119,7 +119,7 @@ def test_a_key_has_its_own_allowance_of_waits(gunicorn, settings):
     holder.start()
     key = ApiKey.objects.get(digest=ApiKey.digest_of(alice.publishable_key))
     waits = events._redis(settings.REDIS_URL)
-    wait_for(lambda: waits.zcard(f"kagent:waits:key:{key.pk}") == 1, message="the first wait to begin")
+    wait_for(lambda: waits.zcard(f"kagent:waits:key:{key.pk}:127.0.0.1") == 1, message="the first wait to begin")
     second = post_run(url, alice.publishable_key, agent, wait=6)
     assert second.status_code == 201 and second.headers["Retry-After"] == "1"
     assert holder.is_alive(), "the key's one wait was still going when the second answered"
