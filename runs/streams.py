@@ -215,10 +215,14 @@ def last_event_id(raw: str | None) -> int:
 def _next(run_id: str, after: int, *, full_steps: bool) -> tuple[list[Event], bool]:
     """The events after `after`, and whether none will ever come (a run that ended writes its last event with its
     status: a client that resumes after it gets an empty stream that ends at once, not one that waits)."""
+    # The status is looked at first: a run's last event is written in the transaction that ends it, so when the run
+    # had ended by then, the look at the events after it finds that event. (The other order misses it when the run
+    # ends between the two looks: no new event yet, then "ended", and the stream closed without its last event.)
+    ended = not Run.objects.filter(pk=run_id).exclude(status__in=Run.TERMINAL).exists()
     batch = events.after(run_id, after, full_steps=full_steps)
     if batch:
         return batch, False
-    return [], not Run.objects.filter(pk=run_id).exclude(status__in=Run.TERMINAL).exists()
+    return [], ended
 
 
 def _next_in_a_pool_thread(run_id: str, after: int, *, full_steps: bool) -> tuple[list[Event], bool]:

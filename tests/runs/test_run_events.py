@@ -273,3 +273,29 @@ def test_a_publishable_keys_streams_are_counted_per_visitor(h, settings):
     assert other_visitor.status_code == 200
     other_visitor.close()
     held.close()
+
+
+def test_a_run_that_ends_between_two_looks_still_sends_its_last_event(h, settings, monkeypatch):
+    # The stream looks for new events, then at the run's status. A cancel committed between those two looks must
+    # not end the stream as "nothing more will come" before the cancel's event was sent.
+    from runs import events as run_events
+    from runs import streams
+
+    settings.REDIS_URL = ""  # looked at again on a timer, not woken by Redis
+    monkeypatch.setattr(streams, "POLL_WITHOUT_REDIS_S", 0.01)
+    agent = h.agent("ev-race", [text("never sent")])
+    queued = h.start(agent)
+    looked = run_events.after
+    looks: list[int] = []
+
+    def cancelled_right_after_the_second_look(run_id: str, last_id: int, *, full_steps: bool) -> list[Any]:
+        batch = looked(run_id, last_id, full_steps=full_steps)
+        looks.append(len(batch))
+        if len(looks) == 2:
+            assert h.api.post(f"/v1/runs/{run_id}/cancel", {}, format="json").status_code == 200
+        return batch
+
+    monkeypatch.setattr(run_events, "after", cancelled_right_after_the_second_look)
+    got = events(h.api, queued["id"])
+    assert looks[:2] == [1, 0]
+    assert [e["event"] for e in got] == ["run.queued", "run.cancelled"]
