@@ -51,6 +51,16 @@ def last_id(run_id: str) -> int:
     return RunEvent.objects.filter(run_id=run_id).order_by("-id").values_list("id", flat=True).first() or 0
 
 
+def followed_from(run: Run) -> int:
+    """Where a page showing `run` now starts following its events: the latest event's id, read before the run is
+    read again (in place). The other way round, an event written between the two reads (the run paused, say) would
+    count as seen while the page shows the run as it was before: the page would wait for an event already sent."""
+    latest = last_id(run.pk)
+    if run.status not in Run.TERMINAL:  # a run that ended has no event to come
+        run.refresh_from_db()
+    return latest
+
+
 def record(run_id: str, event_type: str, *, ref: str = "") -> None:
     """One event, in the caller's transaction, and the run's streams woken after it commits."""
     RunEvent.objects.create(run_id=run_id, type=event_type, ref=ref)

@@ -66,14 +66,11 @@ class Turn:
     steps: list[dict[str, Any]]
     problems: Problems = field(default_factory=Problems)
     outputs: dict[str, str] = field(default_factory=dict)
+    last_event: int = 0  # the turn follows the run's events after this one while it is active
 
     @property
     def active(self) -> bool:
         return self.run.status in (Run.Status.QUEUED, Run.Status.IN_PROGRESS)
-
-    @property
-    def last_event(self) -> int:
-        return run_events.last_id(self.run.pk)
 
     @property
     def awaiting(self) -> list[dict[str, Any]]:
@@ -85,7 +82,8 @@ class Turn:
 
 def _turn(run: Run, **extra: Any) -> Turn:
     services.run_expire_if_due(run=run)
-    return Turn(run=run, steps=step_views(run), **extra)
+    last_event = run_events.followed_from(run)
+    return Turn(run=run, steps=step_views(run), last_event=last_event, **extra)
 
 
 def _session(request: MemberRequest, state: dict[str, Any]) -> Session | None:

@@ -73,12 +73,13 @@ def run_list(request: MemberRequest) -> HttpResponse:
 
 def _run_context(request: MemberRequest, run: Run) -> dict[str, Any]:
     services.run_expire_if_due(run=run)
+    last_event = run_events.followed_from(run)
     return {
         "run": run,
         "steps": step_views(run),
         "active": run.status in Run.ACTIVE,
         "hidden_content": not run.store and run.purged_at is None,
-        "last_event": run_events.last_id(run.pk),
+        "last_event": last_event,
     }
 
 

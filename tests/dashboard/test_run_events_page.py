@@ -4,11 +4,13 @@ live run says so in its markup (the browser test watches it work)."""
 
 from __future__ import annotations
 
+import pytest
 from django.test import Client
 
 from agents.services import agent_create, agent_publish
 from fakes.llm import calls, text
 from runs import engine
+from runs.models import RunEvent
 from runs.services import panel_session_create, run_create
 from tests.dashboard.test_pages import signed_in
 from tests.runs.test_run_events import read
@@ -57,3 +59,41 @@ def test_another_organization_and_the_signed_out_get_nothing(alice, bob, fake_ll
     assert signed_in(bob).get(f"/runs/{run.pk}/events/").status_code == 404
     anonymous = Client().get(f"/runs/{run.pk}/events/")
     assert anonymous.status_code == 302 and "/login/" in anonymous["Location"]
+
+
+PAUSE_SHOWN = [
+    ("/agents/{agent}/panel/runs/{run}/", "Submit output"),  # the test panel: the client tool's output is asked for
+    ("/runs/{run}/live/", 'role="status">requires_action<'),  # the runs inspector: the status
+]
+
+
+@pytest.mark.parametrize(("page", "shown"), PAUSE_SHOWN)
+def test_a_run_that_pauses_while_its_page_is_drawn_is_not_waited_for_forever(alice, fake_llm, monkeypatch, page, shown):
+    # The page draws the run, then says from which event on it follows it. If the run pauses between the two, the
+    # page must show the pause (or follow from before its event): never show the run working while following from
+    # after the event that said it stopped — it would wait for an event that was already sent.
+    from runs import events as run_events
+    from tests.runs.test_lifecycle import CART
+
+    fake_llm.script("dash-pause-race", [calls(("get_cart", {})), text("You have 2 items.")])
+    model = {"provider": "openai_compatible", "name": "script:dash-pause-race"}
+    agent = agent_create(project=alice.project, name="race", config={"model": model, "tools": {"client": [CART]}})
+    agent_publish(agent=agent, note="")
+    session = panel_session_create(project=alice.project, agent_id=agent.pk)
+    run = run_create(
+        project=alice.project, api_key=None, agent_id=agent.pk, text="cart?", session_id=session.pk, sandbox=True
+    )
+    looked = run_events.last_id
+    moved: list[str] = []
+
+    def paused_while_drawn(run_id: str) -> int:
+        if not moved:
+            moved.append(run_id)
+            engine.run_execute(run_id)  # the worker pauses the run for its client tool now
+        return looked(run_id)
+
+    monkeypatch.setattr(run_events, "last_id", paused_while_drawn)
+    html = signed_in(alice).get(page.format(agent=agent.pk, run=run.pk)).content.decode()
+    assert moved
+    assert RunEvent.objects.filter(run_id=run.pk, type="run.requires_action").exists()
+    assert shown in html  # drawn as it is now, so following from the pause's event on misses nothing
