@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 
 from kagent.models import ApiKey, Project
 
@@ -57,11 +57,28 @@ _PROJECT_FIELDS = (
 )
 
 
+def first_read(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any, ...]]:
+    """`execute` for a request's first statement, a read, standing in for Django's health check (CONN_HEALTH_CHECKS:
+    a `SELECT 1` round trip before the first statement of every request on a kept connection): on a kept connection
+    found broken (the database restarted), the read is tried once more on a new one, which is what the check would
+    have done."""
+    kept = connection.connection is not None and not connection.health_check_done  # type: ignore[attr-defined]
+    if kept:
+        connection.health_check_done = True  # type: ignore[attr-defined]  # not in django-stubs
+    try:
+        return execute(sql, params)
+    except (InterfaceError, OperationalError):
+        if not kept or connection.in_atomic_block:
+            raise
+        connection.close()
+        return execute(sql, params)
+
+
 def api_key_by_digest(digest: str) -> ApiKey | None:
     """The API key with this digest, with its project (every API request's first statement)."""
     if not postgres():
         return ApiKey.objects.select_related("project").filter(digest=digest).first()
-    rows = execute(_API_KEY_SQL, {"digest": digest})
+    rows = first_read(_API_KEY_SQL, {"digest": digest})
     if not rows:
         return None
     (key_id, kind, name, hint, created_at, last_used_at, revoked_at, origins, *project_values) = rows[0]

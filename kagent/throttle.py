@@ -10,8 +10,9 @@ import math
 import time
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import DEFAULT_CACHE_ALIAS, cache, caches
 
+from kagent.cache import RedisCache
 from kagent.errors import ApiError
 from kagent.models import ApiKey
 
@@ -39,10 +40,14 @@ def _window(key: str, window_s: int, now: float) -> tuple[str, float]:
 
 def count(key: str, *, limit: int, window_s: int) -> int | None:
     """Counts one more for `key` in the current window: None while within `limit`, else the seconds until the next
-    window. (`add` then `incr` are each atomic in Redis: concurrent requests never both take the last slot.)"""
+    window. (Atomic with Redis, one INCR: concurrent requests never both take the
+    last slot. The file cache of the embedded default is not, and serves one laptop.)"""
     now = time.time()
     cache_key, ends = _window(key, window_s, now)
-    if cache.add(cache_key, 1, timeout=window_s + 5):
+    backend = caches[DEFAULT_CACHE_ALIAS]
+    if isinstance(backend, RedisCache):  # one round trip, on every API request
+        used = backend.count(cache_key, timeout=window_s + 5)
+    elif cache.add(cache_key, 1, timeout=window_s + 5):
         used = 1
     else:
         try:

@@ -135,15 +135,15 @@ _INSERT_RUN_SQL = (
 
 def insert_run(run: Run) -> None:
     """A new run's row and its `run.queued` event (one statement: a one-shot run is made without a transaction
-    around it)."""
+    around it). No stream is woken: nobody outside this request knows the run's id yet, and a stream or a wait this
+    request opens (`"stream": true`, `wait`) reads the events after it subscribed."""
     if not postgres():
         with transaction.atomic():
             run.save(force_insert=True)
-            events.record(run.pk, RunEvent.Type.QUEUED)
+            RunEvent.objects.create(run_id=run.pk, type=RunEvent.Type.QUEUED)
         return
     values = [f.get_db_prep_save(getattr(run, f.attname), connection) for f in _RUN_FIELDS]
     execute(_INSERT_RUN_SQL, [*values, RunEvent.Type.QUEUED])
-    events.notify(run.pk)
     run._state.adding = False
 
 

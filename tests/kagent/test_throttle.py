@@ -125,3 +125,22 @@ def test_owners_and_admins_set_their_projects_limits_on_the_api_keys_page(alice,
     looker.force_login(member)
     assert looker.post("/settings/request-limits/", {"api_rate_secret": "100000"}).status_code == 403
     assert Project.objects.get(pk=alice.project.pk).api_rate_secret == 5
+
+
+def test_a_count_ends_with_its_window(alice):
+    # Counted with one round trip in Redis: the counter is made with its expiry, so a window's count never outlives
+    # it (a counter left without one would refuse the key for good once it reached the limit).
+    import time
+
+    from django.core.cache import caches
+
+    from kagent import throttle
+    from kagent.cache import RedisCache
+
+    counts = [throttle.count("expiry-test", limit=2, window_s=60) for _ in range(3)]
+    assert counts[:2] == [None, None] and 1 <= counts[2] <= 60
+    assert throttle.peek("expiry-test", window_s=60) == 3
+    backend = caches["default"]
+    assert isinstance(backend, RedisCache)  # the tests run on Redis, as production does
+    key, _ = throttle._window("expiry-test", 60, time.time())
+    assert 0 < backend._cache.get_client(write=True).ttl(backend.make_and_validate_key(key)) <= 65
