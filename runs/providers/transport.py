@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import httpcore
 import httpx
 from django.conf import settings
 
@@ -99,44 +100,45 @@ OPERATOR_CONNECT_TIMEOUT_S = 5.0
 OPERATOR_TOTAL_TIMEOUT_S = 60.0  # override with settings.KAGENT_LLM_TIMEOUT_S
 MAX_ANSWER_BYTES = 8 * 1024 * 1024  # a chat answer is kilobytes; this only stops a broken endpoint filling memory
 
-_operator_client: httpx.HTTPTransport | None = None
+_operator_pool: httpcore.ConnectionPool | None = None
 _operator_pid: int | None = None
 _operator_lock = threading.Lock()
 
 
-def _operator_http() -> httpx.HTTPTransport:
-    """One pooled transport per process (a forked Celery worker gets its own: sockets are never shared across
-    forks). Requests go straight to it: no cookie jar, auth or redirect handling to run on every model call."""
-    global _operator_client, _operator_pid
+def _operator_http() -> httpcore.ConnectionPool:
+    """One connection pool per process (a forked Celery worker gets its own: sockets are never shared across forks),
+    used through httpcore — httpx's own transport — directly: httpx's request and response objects around each
+    exchange (URL parsing, header models) cost more than the exchange with the model on the hot path of every run,
+    and nothing of what they add (cookies, auth, redirects, environment proxies) is wanted here."""
+    global _operator_pool, _operator_pid
     with _operator_lock:
-        if _operator_client is None or _operator_pid != os.getpid():
-            # Trusted operator configuration, but no environment proxies: the endpoint is named explicitly.
-            _operator_client = httpx.HTTPTransport(
-                trust_env=False, limits=httpx.Limits(max_connections=100, max_keepalive_connections=20)
+        if _operator_pool is None or _operator_pid != os.getpid():
+            _operator_pool = httpcore.ConnectionPool(
+                ssl_context=httpx.create_ssl_context(trust_env=False),
+                max_connections=100,
+                max_keepalive_connections=20,
             )
             _operator_pid = os.getpid()
-        return _operator_client
+        return _operator_pool
 
 
 def operator_post(url: str, *, headers: dict[str, str], body: bytes, secrets: Sequence[str]) -> HttpAnswer:
-    """POST to the operator's endpoint with a total deadline (httpx has only per-operation timeouts). A redirect is
-    not followed: it comes back as the answer's status."""
+    """POST to the operator's endpoint with a total deadline (httpcore has only per-operation timeouts). A redirect
+    is not followed: it comes back as the answer's status."""
     total = float(getattr(settings, "KAGENT_LLM_TIMEOUT_S", None) or OPERATOR_TOTAL_TIMEOUT_S)
     deadline = time.monotonic() + total
-    timeout = httpx.Timeout(total, connect=min(OPERATOR_CONNECT_TIMEOUT_S, total))
+    timeout = {"connect": min(OPERATOR_CONNECT_TIMEOUT_S, total), "read": total, "write": total, "pool": total}
     try:
-        request = httpx.Request(
+        with _operator_http().stream(
             "POST",
             url,
-            headers={"User-Agent": USER_AGENT, **headers},
+            headers=list({"User-Agent": USER_AGENT, **headers}.items()),
             content=body,
-            extensions={"timeout": timeout.as_dict()},
-        )
-        response = _operator_http().handle_request(request)
-        try:
+            extensions={"timeout": timeout},
+        ) as response:
             chunks: list[bytes] = []
             size = 0
-            for chunk in response.iter_bytes():
+            for chunk in response.iter_stream():
                 size += len(chunk)
                 if size > MAX_ANSWER_BYTES:
                     raise ModelError(f"{OPERATOR}'s answer is too large", retryable=False)
@@ -145,21 +147,19 @@ def operator_post(url: str, *, headers: dict[str, str], body: bytes, secrets: Se
                 if time.monotonic() > deadline:
                     raise _operator_timeout(total)
             return HttpAnswer(
-                status=response.status_code,
-                headers={k.lower(): v for k, v in response.headers.items()},
+                status=response.status,
+                headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in response.headers},
                 body=b"".join(chunks),
             )
-        finally:
-            response.close()
-    except httpx.TimeoutException:
+    except httpcore.TimeoutException:
         raise _operator_timeout(total) from None
-    except httpx.UnsupportedProtocol:
+    except httpcore.UnsupportedProtocol:
         raise _operator_misconfigured("KAGENT_LLM_BASE_URL must be an http:// or https:// URL") from None
-    except httpx.TransportError as exc:
+    except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.ProxyError, OSError) as exc:
         # The exception text names the URL at most, never headers; mask anyway in case a key was put in the URL.
         detail = _mask(f"could not reach the model endpoint: {type(exc).__name__}: {exc}", secrets)
         raise ModelError(f"{OPERATOR} could not be reached", retryable=True, detail=detail) from None
-    except httpx.InvalidURL:
+    except (TypeError, ValueError):  # httpcore's checks of the URL it was given
         raise _operator_misconfigured("KAGENT_LLM_BASE_URL is not a valid URL") from None
 
 
