@@ -3,6 +3,7 @@ calls one service or selector, renders. Publishable keys may create sessions and
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -261,6 +262,31 @@ def _sandbox(body: RunCreate) -> tuple[bool, bool]:
     return body.sandbox, bool(body.run_real_actions)
 
 
+IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
+# What a request asks for, apart from how it wants the answer: the same key with `wait` or `stream` added is the same
+# request sent again.
+_ANSWER_ONLY = frozenset({"wait", "stream"})
+
+
+def _idempotency(request: HttpRequest, key: ApiKey, data: Any) -> services.Idempotency | None:
+    """The request's `Idempotency-Key` (1 to 255 printable ASCII characters, unique per API key) with a digest of
+    what it asks for; None without the header."""
+    raw = request.META.get("HTTP_IDEMPOTENCY_KEY")
+    if raw is None:
+        return None
+    if not 1 <= len(raw) <= 255 or not all(" " <= c <= "~" for c in raw):
+        raise Unprocessable(
+            "invalid_parameter", f"{IDEMPOTENCY_KEY_HEADER} is 1 to 255 printable ASCII characters (a UUID, say)."
+        )
+    if not key.is_secret:
+        # Every visitor of a site holds the publishable key: a key scoped to it would let one visitor's request
+        # answer with another's run.
+        raise Unprocessable("invalid_request", f"{IDEMPOTENCY_KEY_HEADER} is taken with a secret key only.")
+    asked = {name: value for name, value in data.items() if name not in _ANSWER_ONLY}
+    canonical = json.dumps(asked, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return services.Idempotency(raw, hashlib.sha256(canonical.encode()).hexdigest())
+
+
 def _deliver(run: Run) -> dict[str, Any]:
     """The run as the caller sees it; a `store: false` run's content is deleted once its result was returned."""
     rendered = RUN.render(run)
@@ -279,7 +305,25 @@ class RunCreateApi(ProjectApi):
             return lean_post(request, lambda key, data: self.create(request, key, data), publishable_allowed=True)
         return super().dispatch(request, *args, **kwargs)
 
-    @extend_schema(operation_id="runs_create", request=RUN_CREATE.body, responses={201: RUN.ref, 200: RUN.ref})
+    @extend_schema(
+        operation_id="runs_create",
+        request=RUN_CREATE.body,
+        responses={201: RUN.ref, 200: RUN.ref},
+        parameters=[
+            OpenApiParameter(
+                IDEMPOTENCY_KEY_HEADER,
+                str,
+                OpenApiParameter.HEADER,
+                required=False,
+                description=(
+                    "Makes sending the request again safe (secret keys only): a request with a key this API key used "
+                    "before answers with the run that request made (header `Idempotent-Replayed: true`) and starts "
+                    "nothing; with another body it is refused, 409 `idempotency_key_reused`. 1 to 255 printable "
+                    "ASCII characters, e.g. a UUID per run you mean to start."
+                ),
+            )
+        ],
+    )
     def post(self, request: Request) -> HttpResponseBase:  # what the OpenAPI document describes; `dispatch` serves it
         handled = self.create(request, self.api_key, request.data)
         if isinstance(handled, HttpResponseBase):
@@ -292,35 +336,55 @@ class RunCreateApi(ProjectApi):
         body = RUN_CREATE.parse(data)
         if body.stream and body.wait:
             raise Unprocessable("invalid_request", "Give stream or wait, not both.")
+        idempotency = _idempotency(request, key, data)
         throttle.run_start(key)
         sandbox, run_real_actions = _sandbox(body)
         places = streams.StreamPlaces.take(request, streams.owner_of(request, key)) if body.stream else None
         try:
-            run = RunCreateApi._run_create(request, key, body, sandbox, run_real_actions)
+            run, replayed = RunCreateApi._run_create(request, key, body, sandbox, run_real_actions, idempotency)
         except BaseException:
             if places is not None:
                 places.release()
             raise
         if places is not None:
-            return streams.event_stream(run, places, after=0, full_steps=key.is_secret)
-        if body.wait:
+            response = streams.event_stream(run, places, after=0, full_steps=key.is_secret)
+        elif body.wait:
             settled = streams.wait_settled(run.pk, streams.owner_of(request, key), body.wait)
             try:
                 run.refresh_from_db()
             except OUTAGES:  # the run is committed: answer it as created rather than with an error to retry
                 settled = False
-            if settled:
-                return _deliver(run), status.HTTP_200_OK
+            response = json_response(_deliver(run), status.HTTP_200_OK if settled else status.HTTP_201_CREATED)
+            if not settled:
+                response["Retry-After"] = "1"  # not settled (yet, or no place to wait): read it again with GET
+        elif not replayed:
+            return _deliver(run), status.HTTP_201_CREATED
+        else:
             response = json_response(_deliver(run), status.HTTP_201_CREATED)
-            response["Retry-After"] = "1"  # not settled (yet, or no place to wait): read it again with GET
-            return response
-        return _deliver(run), status.HTTP_201_CREATED
+        if replayed:
+            response["Idempotent-Replayed"] = "true"
+        return response
 
     @staticmethod
-    def _run_create(request: HttpRequest, key: ApiKey, body: RunCreate, sandbox: bool, run_real_actions: bool) -> Run:
-        return services.run_create(
+    def _run_create(
+        request: HttpRequest,
+        key: ApiKey,
+        body: RunCreate,
+        sandbox: bool,
+        run_real_actions: bool,
+        idempotency: services.Idempotency | None,
+    ) -> tuple[Run, bool]:
+        create = RunCreateApi._create_options(request, key, body, sandbox, run_real_actions)
+        if idempotency is not None:
+            return services.run_create_once(api_key=key, idempotency=idempotency, **create)
+        return services.run_create(api_key=key, **create), False
+
+    @staticmethod
+    def _create_options(
+        request: HttpRequest, key: ApiKey, body: RunCreate, sandbox: bool, run_real_actions: bool
+    ) -> dict[str, Any]:
+        return dict(
             project=key.project,
-            api_key=key,
             agent_id=body.agent,
             text=body.input,
             version=body.version,

@@ -96,6 +96,10 @@ class Run(models.Model):
     )
     end_user = models.ForeignKey(EndUser, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
     created_by_key = models.ForeignKey(ApiKey, on_delete=models.SET_NULL, null=True, blank=True, db_index=False)
+    # `Idempotency-Key` of the request that created it (unique per API key), and a digest of that request's body: the
+    # same key again answers with this run; with another body it is refused.
+    idempotency_key = models.CharField(max_length=255, blank=True, default="")
+    idempotency_digest = models.CharField(max_length=64, blank=True, default="")
     # Who limits count against: "eu:<id>" for a verified user, "ses:<id>" for an anonymous session.
     rate_key = models.CharField(max_length=100)
 
@@ -132,6 +136,14 @@ class Run(models.Model):
     result_delivered = models.BooleanField(default=False)
 
     class Meta:
+        constraints = [
+            # Partial: only runs made with an Idempotency-Key have an entry.
+            models.UniqueConstraint(
+                fields=["created_by_key", "idempotency_key"],
+                name="run_idempotency_key_unique",
+                condition=~Q(idempotency_key=""),
+            )
+        ]
         indexes = [
             models.Index(fields=["project", "-created_at"]),  # lists; also the project's cascade
             models.Index(fields=["session", "status"]),  # a session's open runs (superseding)

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
@@ -205,9 +205,11 @@ def run_create(
     sandbox: bool = False,
     run_real_actions: bool = False,
     client_ip: str = "",
+    idempotency: Idempotency | None = None,
 ) -> Run:
     """A queued run, enqueued once it is committed. `api_key` None is the dashboard (trusted like a secret key);
-    `session_id` None makes a one-shot run; `allow_actions` None means not given."""
+    `session_id` None makes a one-shot run; `allow_actions` None means not given. With `idempotency`, see
+    `run_create_once`."""
     one_shot = session_id is None
     if allow_actions is not None and not one_shot:
         raise Unprocessable("invalid_request", "allow_actions is for one-shot runs; a session run follows its session.")
@@ -218,7 +220,9 @@ def run_create(
 
     what = _what_runs(project, agent_id, version, sandbox)
     identity = identity_resolve(project=project, api_key=api_key, end_user=end_user, end_user_token=end_user_token)
-    options = _RunOptions(store, bool(allow_actions), sandbox, run_real_actions, metadata or {}, api_key, client_ip)
+    options = _RunOptions(
+        store, bool(allow_actions), sandbox, run_real_actions, metadata or {}, api_key, client_ip, idempotency
+    )
     if one_shot:
         # One row, one statement: no transaction around it.
         run = _new_run(project, what, identity, None, None, options, text, _tool_set(what, identity, None, options))
@@ -268,6 +272,43 @@ class _RunOptions:
     metadata: dict[str, Any]
     api_key: ApiKey | None
     client_ip: str
+    idempotency: Idempotency | None = None
+
+
+@dataclass(frozen=True)
+class Idempotency:
+    """A request's `Idempotency-Key` and the digest of what it asked for."""
+
+    key: str
+    digest: str
+
+
+def _earlier(api_key: ApiKey, idempotency: Idempotency) -> Run | None:
+    earlier = Run.objects.filter(created_by_key=api_key, idempotency_key=idempotency.key).first()
+    if earlier is not None and earlier.idempotency_digest != idempotency.digest:
+        raise Conflict(
+            "idempotency_key_reused",
+            "This Idempotency-Key was used with another request: a new request needs a new key.",
+        )
+    return earlier
+
+
+def run_create_once(*, api_key: ApiKey, idempotency: Idempotency, **create: Any) -> tuple[Run, bool]:
+    """`run_create` for a request with an `Idempotency-Key`: the run the key made before, or a new one; and whether
+    it was made before. The same key with another request is refused (409 `idempotency_key_reused`). Two requests
+    racing with one key: the partial unique index lets one INSERT through; the other answers with its run."""
+    earlier = _earlier(api_key, idempotency)
+    if earlier is not None:
+        return earlier, True
+    try:
+        # Inside a transaction of the caller's (a test's), a savepoint keeps it usable after a refused INSERT.
+        with transaction.atomic() if connection.in_atomic_block else nullcontext():
+            return run_create(api_key=api_key, idempotency=idempotency, **create), False
+    except IntegrityError:
+        earlier = _earlier(api_key, idempotency)
+        if earlier is None:
+            raise
+        return earlier, True
 
 
 def _facts(what: _WhatRuns, identity: Identity, session: Session | None, options: _RunOptions) -> ToolSetFacts:
@@ -310,6 +351,8 @@ def _new_run(
         segment=segment,
         end_user=identity.end_user,
         created_by_key=options.api_key,
+        idempotency_key=options.idempotency.key if options.idempotency else "",
+        idempotency_digest=options.idempotency.digest if options.idempotency else "",
         input=text,
         store=options.store,
         allow_actions=options.allow_actions,

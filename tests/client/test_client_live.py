@@ -147,6 +147,12 @@ def test_create_and_wait_returns_the_settled_run(client_for, start_worker, fake_
     assert resumed.status in ("queued", "in_progress", "completed")
     assert client.runs.wait(paused.id).status == "completed"
 
+    # A create sent again with its key (an app that lost the answer) gets the same run; the worker ran it once.
+    first = client.runs.create(agent=hello, input="again?", idempotency_key="app-message-77")
+    again = client.runs.create(agent=hello, input="again?", idempotency_key="app-message-77")
+    assert again.id == first.id and client.runs.wait(first.id).status == "completed"
+    assert len([r for r in client.runs.iterate(agent=hello) if r.input == "again?"]) == 1
+
 
 EXPECTED = ["run.queued", "run.in_progress", "run.step.created", "run.step.created", "run.completed"]
 

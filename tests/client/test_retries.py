@@ -47,7 +47,7 @@ def test_a_post_refused_with_429_is_sent_again_and_creates_one_run(loopback):
 
 def test_a_post_answered_503_is_not_sent_again(loopback):
     # The server answers 503 for an outage of its database or Redis, which can come after the run was committed
-    # (while it waits on it, say): a second POST could start a second run.
+    # (while it waits on it, say): without an Idempotency-Key a second POST could start a second run.
     unavailable = Answer(
         503,
         body({"error": {"code": "service_unavailable", "message": "x"}}),
@@ -55,7 +55,7 @@ def test_a_post_answered_503_is_not_sent_again(loopback):
     )
     loopback.answer_in_turn(unavailable, Answer(201, body(RUN)))
     with Client(api_key="ka_sk_test", base_url=loopback.url) as client, pytest.raises(ApiError) as raised:
-        client.runs.create(agent="agt_1", input="hi")
+        client.runs.create(agent="agt_1", input="hi", idempotency_key=None)
     assert raised.value.status == 503 and raised.value.code == "service_unavailable"
     assert len(loopback.seen) == 1
     # A GET is sent again after a 503: reading twice changes nothing.
@@ -70,7 +70,7 @@ def test_a_post_that_may_have_been_carried_out_is_never_sent_twice(loopback):
         loopback.answer_in_turn(Answer(status, body({"error": {"code": "internal_error", "message": "x"}})))
         before = len(loopback.seen)
         with Client(api_key="ka_sk_test", base_url=loopback.url) as client, pytest.raises(ApiError) as raised:
-            client.runs.create(agent="agt_1", input="hi")
+            client.runs.create(agent="agt_1", input="hi", idempotency_key=None)
         assert raised.value.status == status
         assert len(loopback.seen) == before + 1
 
@@ -80,7 +80,7 @@ def test_a_post_whose_answer_never_came_is_not_sent_again(loopback):
     loopback.answer_in_turn(Answer(201, body(RUN), delay_s=2))
     with Client(api_key="ka_sk_test", base_url=loopback.url, timeout=0.5) as client:
         with pytest.raises(ApiConnectionError) as raised:
-            client.runs.create(agent="agt_1", input="hi")
+            client.runs.create(agent="agt_1", input="hi", idempotency_key=None)
     assert raised.value.may_have_reached_server
     assert raised.value.status == 0 and raised.value.code == "connection_error"
     assert "look before sending it again" in raised.value.message
@@ -124,3 +124,30 @@ def test_retries_give_up_after_max_retries(loopback):
     with Client(api_key="ka_sk_test", base_url=loopback.url, max_retries=3) as client, pytest.raises(ApiError):
         client.agents.list()
     assert len(loopback.seen) == 4
+
+
+def test_with_an_idempotency_key_a_lost_answer_and_a_5xx_are_sent_again_with_the_same_key(loopback):
+    # A secret key's runs.create sends a key of its own: the server answers a request sent again with the run the
+    # first one started (tests/runs/test_idempotency.py), so the client may send it again when it can't know.
+    unavailable = Answer(503, body({"error": {"code": "service_unavailable", "message": "x"}}), {"Retry-After": "0"})
+    loopback.answer_in_turn(Answer(201, body(RUN), delay_s=2), unavailable, Answer(201, body(RUN)))
+    with Client(api_key="ka_sk_test", base_url=loopback.url, timeout=0.5, max_retries=3) as client:
+        assert client.runs.create(agent="agt_1", input="hi").id == "run_01"
+    posts = [seen for seen in loopback.seen if seen.method == "POST"]
+    assert len(posts) == 3
+    keys = {seen.headers.get("idempotency-key") for seen in posts}
+    assert len(keys) == 1 and None not in keys
+    with Client(api_key="ka_sk_test", base_url=loopback.url) as client:
+        loopback.answer_in_turn(Answer(201, body(RUN)))
+        client.runs.create(agent="agt_1", input="hi", idempotency_key="order-8812-1")
+        loopback.answer_in_turn(Answer(201, body(RUN)))
+        client.runs.create(agent="agt_1", input="again")
+    assert loopback.seen[-2].headers["idempotency-key"] == "order-8812-1"
+    assert loopback.seen[-1].headers["idempotency-key"] not in keys | {"order-8812-1"}  # a new one per run
+
+
+def test_a_publishable_key_sends_no_idempotency_key_and_is_not_sent_again(loopback):
+    loopback.answer_in_turn(Answer(502, body({"error": {"code": "internal_error", "message": "x"}})))
+    with Client(api_key="ka_pk_test", base_url=loopback.url) as client, pytest.raises(ApiError):
+        client.runs.create(agent="agt_1", input="hi")
+    assert len(loopback.seen) == 1 and "idempotency-key" not in loopback.seen[0].headers

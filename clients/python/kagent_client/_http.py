@@ -4,6 +4,8 @@ Retries never duplicate a side effect. A request is sent again, after a backoff 
 when:
 - it is idempotent (GET, PUT, PATCH, DELETE, and the POSTs that change nothing twice: cancel, preview) and the
   server answered 429 or 5xx, or the connection failed in any way;
+- it is `POST /v1/runs` with an `Idempotency-Key` (`runs.create` sends one with a secret key): as if idempotent,
+  since the server answers a request sent again with the run the first one started;
 - it has side effects (a POST such as `POST /v1/runs`) only when the server refused it before doing anything: 429,
   or a connection that was never made (connect error or timeout, no free connection). After a read timeout or a
   lost connection, or any 5xx (a 503 is an outage of the server's database or Redis, which can come after the run
@@ -190,12 +192,21 @@ class Requester(Protocol[O_co, L_co, I_co]):
 
     def iterate(self, request: Request) -> I_co: ...
 
+    @property
+    def secret_key(self) -> bool:
+        """Whether the client holds a secret key (`ka_sk_…`)."""
+        ...
+
 
 class SyncRequester:
     def __init__(self, http: httpx.Client, policy: RetryPolicy, sleep: Callable[[float], None] = time.sleep) -> None:
         self.http = http
         self.policy = policy
         self.sleep = sleep
+
+    @property
+    def secret_key(self) -> bool:
+        return str(self.http.headers.get("Authorization", "")).startswith("Bearer ka_sk_")
 
     def _build(self, request: Request) -> httpx.Request:
         return self.http.build_request(
@@ -261,6 +272,10 @@ class AsyncRequester:
         self.http = http
         self.policy = policy
         self.sleep = sleep
+
+    @property
+    def secret_key(self) -> bool:
+        return str(self.http.headers.get("Authorization", "")).startswith("Bearer ka_sk_")
 
     def _build(self, request: Request) -> httpx.Request:
         return self.http.build_request(

@@ -8,6 +8,7 @@ of the live `/v1/openapi.json` is one of them, and that each sends what its endp
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -19,6 +20,7 @@ I = TypeVar("I")  # noqa: E741  # every object of a list: Iterator[KObject], or 
 
 Json = Any
 END_USER_TOKEN_HEADER = "X-End-User-Token"
+IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
 
 
 def _token(end_user_token: str | None) -> dict[str, str] | None:
@@ -389,10 +391,16 @@ class Runs(Resource[O, L, I]):
         sandbox: bool | dict[str, Json] | NotGiven = NOT_GIVEN,
         run_real_actions: bool | NotGiven = NOT_GIVEN,
         wait: float | NotGiven = NOT_GIVEN,
+        idempotency_key: str | None | NotGiven = NOT_GIVEN,
         **fields: Json,
     ) -> O:
         """Start a run. With `wait` (up to 30 s) the answer comes when the run ended or needs client-tool outputs,
-        or as it stands then. Never sent twice unless the server refused it before creating anything."""
+        or as it stands then.
+
+        With a secret key the request carries an `Idempotency-Key` (a new UUID unless `idempotency_key` gives one;
+        None sends none), so it is sent again after a lost answer or a 5xx as well: the server answers a request
+        sent again with the run the first one started. Without one it is never sent twice unless the server refused
+        it before creating anything."""
         if fields.get("stream"):
             raise ValueError("A streamed run is read as events: use runs.create_and_stream(…).")
         body = given(
@@ -410,7 +418,12 @@ class Runs(Resource[O, L, I]):
             wait=wait,
             **fields,
         )
-        return self._obj("POST", "/v1/runs", body)
+        if isinstance(idempotency_key, NotGiven):
+            idempotency_key = str(uuid.uuid4()) if self._r.secret_key else None
+        if idempotency_key is None:
+            return self._obj("POST", "/v1/runs", body)
+        headers = {IDEMPOTENCY_KEY_HEADER: idempotency_key}
+        return self._obj("POST", "/v1/runs", body, headers=headers, idempotent=True)
 
     def list(
         self,
