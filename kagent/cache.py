@@ -33,9 +33,10 @@ class RedisCache(redis.RedisCache):
 
     def count(self, key: str, *, timeout: int) -> int:
         """One more for `key`, which expires `timeout` seconds after its first count: the new count, in one round
-        trip (INCR and EXPIRE NX in a MULTI, so a counter can't be left without its expiry)."""
+        trip (in a MULTI: SET NX with the expiry makes the counter if there is none, then INCR; so a counter is never
+        left without its expiry, on any Redis since 2.6.12)."""
         name = self.make_and_validate_key(key)
         pipe = self._cache.get_client(name, write=True).pipeline(transaction=True)  # type: ignore[attr-defined]
+        pipe.set(name, 0, ex=timeout, nx=True)
         pipe.incr(name)
-        pipe.expire(name, timeout, nx=True)
-        return int(pipe.execute()[0])
+        return int(pipe.execute()[1])

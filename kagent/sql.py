@@ -60,8 +60,8 @@ _PROJECT_FIELDS = (
 def first_read(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any, ...]]:
     """`execute` for a request's first statement, a read, standing in for Django's health check (CONN_HEALTH_CHECKS:
     a `SELECT 1` round trip before the first statement of every request on a kept connection): on a kept connection
-    found broken (the database restarted), the read is tried once more on a new one, which is what the check would
-    have done."""
+    found broken (the database restarted), the read is tried once more on a new one, as the check would have
+    reconnected before it. (Also where health checks are off: a read tried twice changes nothing.)"""
     kept = connection.connection is not None and not connection.health_check_done  # type: ignore[attr-defined]
     if kept:
         connection.health_check_done = True  # type: ignore[attr-defined]  # not in django-stubs

@@ -3,13 +3,13 @@ calls one service or selector, renders. Publishable keys may create sessions and
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.http import HttpRequest, HttpResponseBase
+from django.utils.crypto import salted_hmac
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import renderers, status
 from rest_framework.request import Request
@@ -266,6 +266,7 @@ IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
 # What a request asks for, apart from how it wants the answer: the same key with `wait` or `stream` added is the same
 # request sent again.
 _ANSWER_ONLY = frozenset({"wait", "stream"})
+_IDEMPOTENCY_SALT = "kagent.runs.idempotency"
 
 
 def _idempotency(request: HttpRequest, key: ApiKey, data: Any) -> services.Idempotency | None:
@@ -284,7 +285,8 @@ def _idempotency(request: HttpRequest, key: ApiKey, data: Any) -> services.Idemp
         raise Unprocessable("invalid_request", f"{IDEMPOTENCY_KEY_HEADER} is taken with a secret key only.")
     asked = {name: value for name, value in data.items() if name not in _ANSWER_ONLY}
     canonical = json.dumps(asked, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return services.Idempotency(raw, hashlib.sha256(canonical.encode()).hexdigest())
+    # Keyed, so the digest kept with the run says nothing of its input (a `store: false` run's input is deleted).
+    return services.Idempotency(raw, salted_hmac(_IDEMPOTENCY_SALT, canonical, algorithm="sha256").hexdigest())
 
 
 def _deliver(run: Run) -> dict[str, Any]:

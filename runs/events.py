@@ -55,9 +55,10 @@ def followed_from(run: Run) -> int:
     """Where a page showing `run` now starts following its events: the latest event's id, read before the run is
     read again (in place). The other way round, an event written between the two reads (the run paused, say) would
     count as seen while the page shows the run as it was before: the page would wait for an event already sent."""
+    if run.status in Run.TERMINAL:
+        return 0  # nothing to follow: a run that ended has no event to come (its page doesn't follow it)
     latest = last_id(run.pk)
-    if run.status not in Run.TERMINAL:  # a run that ended has no event to come
-        run.refresh_from_db()
+    run.refresh_from_db()
     return latest
 
 

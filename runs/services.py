@@ -233,6 +233,11 @@ def run_create(
     with transaction.atomic():
         session = _session_for_run(project, api_key, session_id, what.agent, identity)
         session = Session.objects.select_for_update().get(pk=session.pk)  # one new run at a time per session
+        if options.idempotency is not None and api_key is not None:
+            # A request racing with this key may have made its run while this one waited for the session.
+            earlier = _earlier(api_key, options.idempotency)
+            if earlier is not None:
+                raise _MadeBefore(earlier)
         if identity.end_user is None and session.end_user_id is not None:
             identity = Identity(session.end_user)
         now = timezone.now()
@@ -293,10 +298,16 @@ def _earlier(api_key: ApiKey, idempotency: Idempotency) -> Run | None:
     return earlier
 
 
+class _MadeBefore(Exception):  # noqa: N818  # not an error: how run_create hands back the run a key made before
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+
 def run_create_once(*, api_key: ApiKey, idempotency: Idempotency, **create: Any) -> tuple[Run, bool]:
     """`run_create` for a request with an `Idempotency-Key`: the run the key made before, or a new one; and whether
     it was made before. The same key with another request is refused (409 `idempotency_key_reused`). Two requests
-    racing with one key: the partial unique index lets one INSERT through; the other answers with its run."""
+    racing with one key: the partial unique index lets one INSERT through; the other answers with its run (a session
+    run looks again once it holds the session, before it supersedes anything)."""
     earlier = _earlier(api_key, idempotency)
     if earlier is not None:
         return earlier, True
@@ -304,6 +315,8 @@ def run_create_once(*, api_key: ApiKey, idempotency: Idempotency, **create: Any)
         # Inside a transaction of the caller's (a test's), a savepoint keeps it usable after a refused INSERT.
         with transaction.atomic() if connection.in_atomic_block else nullcontext():
             return run_create(api_key=api_key, idempotency=idempotency, **create), False
+    except _MadeBefore as made:
+        return made.run, True
     except IntegrityError:
         earlier = _earlier(api_key, idempotency)
         if earlier is None:

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import httpcore
@@ -122,19 +123,49 @@ def _operator_http() -> httpcore.ConnectionPool:
         return _operator_pool
 
 
+@lru_cache(maxsize=16)
+def _operator_url(url: str) -> httpcore.URL:
+    """The endpoint's URL read as httpx reads it (international host names included), once per URL."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        raise _operator_misconfigured("KAGENT_LLM_BASE_URL is not a valid URL") from None
+    if parsed.scheme not in ("http", "https"):
+        raise _operator_misconfigured("KAGENT_LLM_BASE_URL must be an http:// or https:// URL")
+    if not parsed.host:
+        raise _operator_misconfigured("KAGENT_LLM_BASE_URL is not a valid URL")
+    # As httpx's own transport hands a URL to httpcore.
+    return httpcore.URL(scheme=parsed.raw_scheme, host=parsed.raw_host, port=parsed.port, target=parsed.raw_path)
+
+
+def _operator_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    # No compression asked for: the answer is read as it comes, its size counted as it arrives.
+    merged = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity", **headers}
+    try:
+        return [(name.encode("ascii"), value.encode("ascii")) for name, value in merged.items()]
+    except UnicodeEncodeError:
+        raise _operator_misconfigured("the model endpoint's headers must be ASCII (KAGENT_LLM_API_KEY)") from None
+
+
+def _joined(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Answer headers by lower-case name, a repeated header's values joined with ", " (as httpx gives them)."""
+    out: dict[str, str] = {}
+    for raw_name, raw_value in headers:
+        name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+        out[name] = f"{out[name]}, {value}" if name in out else value
+    return out
+
+
 def operator_post(url: str, *, headers: dict[str, str], body: bytes, secrets: Sequence[str]) -> HttpAnswer:
     """POST to the operator's endpoint with a total deadline (httpcore has only per-operation timeouts). A redirect
     is not followed: it comes back as the answer's status."""
     total = float(getattr(settings, "KAGENT_LLM_TIMEOUT_S", None) or OPERATOR_TOTAL_TIMEOUT_S)
     deadline = time.monotonic() + total
     timeout = {"connect": min(OPERATOR_CONNECT_TIMEOUT_S, total), "read": total, "write": total, "pool": total}
+    target, sent = _operator_url(url), _operator_headers(headers)
     try:
         with _operator_http().stream(
-            "POST",
-            url,
-            headers=list({"User-Agent": USER_AGENT, **headers}.items()),
-            content=body,
-            extensions={"timeout": timeout},
+            "POST", target, headers=sent, content=body, extensions={"timeout": timeout}
         ) as response:
             chunks: list[bytes] = []
             size = 0
@@ -146,21 +177,13 @@ def operator_post(url: str, *, headers: dict[str, str], body: bytes, secrets: Se
                 # A server trickling bytes never trips a read timeout: check the whole exchange's deadline.
                 if time.monotonic() > deadline:
                     raise _operator_timeout(total)
-            return HttpAnswer(
-                status=response.status,
-                headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in response.headers},
-                body=b"".join(chunks),
-            )
+            return HttpAnswer(status=response.status, headers=_joined(response.headers), body=b"".join(chunks))
     except httpcore.TimeoutException:
         raise _operator_timeout(total) from None
-    except httpcore.UnsupportedProtocol:
-        raise _operator_misconfigured("KAGENT_LLM_BASE_URL must be an http:// or https:// URL") from None
     except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.ProxyError, OSError) as exc:
         # The exception text names the URL at most, never headers; mask anyway in case a key was put in the URL.
         detail = _mask(f"could not reach the model endpoint: {type(exc).__name__}: {exc}", secrets)
         raise ModelError(f"{OPERATOR} could not be reached", retryable=True, detail=detail) from None
-    except (TypeError, ValueError):  # httpcore's checks of the URL it was given
-        raise _operator_misconfigured("KAGENT_LLM_BASE_URL is not a valid URL") from None
 
 
 def _operator_timeout(total: float) -> ModelError:

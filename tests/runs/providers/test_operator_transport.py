@@ -3,6 +3,7 @@ in ways the scripted fake model doesn't: answers too large, trickled, redirected
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -38,6 +39,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+        elif self.path == "/cookies":
+            self.send_response(200)
+            self.send_header("X-Seen-Accept-Encoding", self.headers.get("Accept-Encoding", ""))
+            self.send_header("X-Repeated", "a=1")
+            self.send_header("X-Repeated", "b=2")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
         elif self.path == "/trickle":
             self.send_response(200)
             self.send_header("Content-Length", "100")
@@ -98,9 +107,27 @@ def test_a_trickled_answer_ends_at_the_deadline(server, settings):
     assert caught.value.retryable is True
 
 
-@pytest.mark.parametrize("url", ["ftp://127.0.0.1/v1/chat/completions", "http://[::1/v1", "127.0.0.1:8000/v1"])
+@pytest.mark.parametrize(
+    "url", ["ftp://127.0.0.1/v1/chat/completions", "http://[::1/v1", "127.0.0.1:8000/v1", "http://:80/v1"]
+)
 def test_a_misconfigured_endpoint_says_so_and_is_not_tried_again(url):
     with pytest.raises(ModelError, match="not configured correctly") as caught:
         post(url)
     assert caught.value.retryable is False
-    assert "op-key" not in str(caught.value)
+    assert "KAGENT_LLM_BASE_URL" in caught.value.detail  # the operator's log says what to fix; the tenant doesn't
+
+
+def test_an_endpoint_that_refuses_connections_is_tried_again():
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(ModelError, match="could not be reached") as caught:
+        post(f"http://127.0.0.1:{port}/v1/chat/completions")
+    assert caught.value.retryable is True
+    assert "op-key" not in caught.value.detail
+
+
+def test_repeated_answer_headers_are_joined_and_no_compression_is_asked_for(server):
+    answer = post(f"{server}/cookies")
+    assert answer.headers["x-seen-accept-encoding"] == "identity"
+    assert answer.headers["x-repeated"] == "a=1, b=2"
