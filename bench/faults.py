@@ -170,16 +170,28 @@ class Context:
 
 
 def _settled_load(
-    ctx: Context, name: str, during: Callable[[threading.Event], None] | None
+    ctx: Context,
+    name: str,
+    during: Callable[[threading.Event], None] | None,
+    busy_until: threading.Event | None = None,
 ) -> tuple[bool, dict[str, Any]]:
     project_id, app = ctx.project(name, patience=60.0 if during else 0.0)
     try:
-        report = run_load(ctx.stack, app, project_id, runs=ctx.runs, concurrency=8, timeout=180, during=during)
+        report = run_load(
+            ctx.stack,
+            app,
+            project_id,
+            runs=ctx.runs,
+            concurrency=8,
+            timeout=180,
+            during=during,
+            busy_until=busy_until,
+        )
     finally:
         app.close()
     ok = (
         report["runs_lost"] == 0
-        and report["statuses"].get("completed", 0) == report["runs_created"] == ctx.runs
+        and report["statuses"].get("completed", 0) == report["runs_created"] == report["runs_submitted"]
         and report["delivered_again_after_success"] == 0
         and report["http_calls_not_delivered"] == 0
     )
@@ -198,21 +210,25 @@ def scenario_load(ctx: Context) -> tuple[bool, dict[str, Any]]:
 
 def scenario_worker_kill(ctx: Context) -> tuple[bool, dict[str, Any]]:
     kills = Counter[str]()
+    killed = threading.Event()  # runs keep coming until the last kill: each one lands on runs in flight
 
     def killer(stop: threading.Event) -> None:
         # Each worker in turn, once it is up and has had a second of work: SIGKILLed, then started again while the
         # other one works. A fixed number of kills, then the system is left to recover.
-        for turn in range(ctx.kills):
-            index = turn % 2
-            while not ctx.stack.worker_ready(index) and not stop.wait(0.2):
-                pass
-            if stop.wait(1.0 if turn else 0.3):
-                return
-            ctx.stack.kill_worker(index)
-            kills["SIGKILL"] += 1
-            ctx.stack.start_worker(index, wait=False)
+        try:
+            for turn in range(ctx.kills):
+                index = turn % 2
+                while not ctx.stack.worker_ready(index) and not stop.wait(0.2):
+                    pass
+                if stop.wait(1.0 if turn else 0.3):
+                    return
+                ctx.stack.kill_worker(index)
+                kills["SIGKILL"] += 1
+                ctx.stack.start_worker(index, wait=False)
+        finally:
+            killed.set()
 
-    ok, report = _settled_load(ctx, "worker-kill", killer)
+    ok, report = _settled_load(ctx, "worker-kill", killer, busy_until=killed)
     report["workers_killed"] = kills["SIGKILL"]
     return ok and kills["SIGKILL"] == ctx.kills, report
 

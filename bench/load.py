@@ -197,9 +197,12 @@ def run_load(
     timeout: float,
     during: Any = None,
     agents: dict[str, str] | None = None,
+    busy_until: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Submits `runs` runs of the mix, answers client tools, waits until every run of the project is terminal (or
-    `timeout`), and returns the figures. `during(stop_event)`, if given, runs in a thread meanwhile (a fault)."""
+    `timeout`), and returns the figures. `during(stop_event)`, if given, runs in a thread meanwhile (a fault); with
+    `busy_until`, runs keep being submitted, `concurrency` at a time, until that event is set (a fault that must
+    happen while runs are in flight), and `runs_submitted` counts them all."""
     from django.db import InterfaceError, OperationalError, connection
     from django.db.models import Max
 
@@ -210,7 +213,7 @@ def run_load(
     answerer = threading.Thread(target=answer_client_tools, args=(app, stop, answered), daemon=True)
     answerer.start()
     fault = threading.Thread(target=during, args=(stop,), daemon=True) if during else None
-    started = time.time()
+    started, started_monotonic = time.time(), time.monotonic()
     if fault:
         fault.start()
     submit_errors: list[str] = []
@@ -224,6 +227,10 @@ def run_load(
 
     with ThreadPoolExecutor(concurrency) as pool:
         ids = [run_id for run_id in pool.map(one, range(runs)) if run_id]
+        # A fault that must happen under load (`busy_until`): runs keep coming until it is over.
+        while busy_until is not None and not busy_until.is_set() and time.monotonic() < started_monotonic + timeout:
+            ids += [run_id for run_id in pool.map(one, range(runs, runs + concurrency)) if run_id]
+            runs += concurrency
     submitted = time.time()
     deadline = time.monotonic() + timeout
     project_runs = Run.objects.filter(project_id=project_id)
