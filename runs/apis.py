@@ -359,8 +359,6 @@ class RunCreateApi(ProjectApi):
             response = json_response(_deliver(run), status.HTTP_200_OK if settled else status.HTTP_201_CREATED)
             if not settled:
                 response["Retry-After"] = "1"  # not settled (yet, or no place to wait): read it again with GET
-        elif not replayed:
-            return _deliver(run), status.HTTP_201_CREATED
         else:
             response = json_response(_deliver(run), status.HTTP_201_CREATED)
         if replayed:

@@ -54,6 +54,7 @@ from kagent.egress.headers import (
     TRANSPORT_HEADERS,
     USER_AGENT,
     is_tenant_forbidden_header,
+    joined_headers,
 )
 from kagent.egress.limits import (
     ALLOWED_METHODS,
@@ -69,6 +70,7 @@ from kagent.egress.transport import EgressTransport
 from kagent.egress.urls import TargetUrl, url_check
 
 __all__ = [
+    "joined_headers",
     "ALLOWED_METHODS",
     "ALLOWED_PORTS",
     "CONNECT_TIMEOUT_S",

@@ -9,7 +9,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,7 @@ from kagent.egress.addresses import EgressPolicy
 from kagent.egress.decoding import BoundedDecoder, too_large
 from kagent.egress.errors import REFUSAL_CODES, EgressError
 from kagent.egress.events import EgressRecord, Recorder, record_event_db
-from kagent.egress.headers import USER_AGENT, check_headers
+from kagent.egress.headers import USER_AGENT, check_headers, joined_headers
 from kagent.egress.limits import (
     ALLOWED_METHODS,
     CONNECT_TIMEOUT_S,
@@ -284,7 +284,7 @@ class EgressClient:
                 response.close()
             return EgressResponse(
                 status=response.status_code,
-                headers={k.lower(): v for k, v in _joined(response.headers.multi_items()).items()},
+                headers=joined_headers(response.headers.multi_items()),
                 body=b"".join(parts),
                 resolved_address=exchange.peer,
                 duration_ms=int((time.monotonic() - started) * 1000),
@@ -318,14 +318,6 @@ def _log_target(url: object) -> tuple[str, int | None, str]:
     except Exception:  # noqa: BLE001
         port = None
     return parsed.host[:255], port, parsed.path
-
-
-def _joined(items: Iterable[tuple[str, str]]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name, value in items:
-        key = name.lower()
-        out[key] = f"{out[key]}, {value}" if key in out else value
-    return out
 
 
 _client: EgressClient | None = None

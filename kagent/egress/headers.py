@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from kagent.egress.errors import EgressError
 
@@ -53,4 +54,14 @@ def check_headers(headers: dict[str, str]) -> list[tuple[str, str]]:
         if not _HEADER_VALUE_RE.match(value):
             raise EgressError("invalid_request", f"the {name} header value holds characters that are not allowed")
         out.append((name, value))
+    return out
+
+
+def joined_headers(items: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Answer headers by lower-case name, a repeated header's values joined with ", " (as httpx's `Headers` reads
+    them)."""
+    out: dict[str, str] = {}
+    for name, value in items:
+        key = name.lower()
+        out[key] = f"{out[key]}, {value}" if key in out else value
     return out

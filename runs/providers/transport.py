@@ -22,7 +22,7 @@ import httpcore
 import httpx
 from django.conf import settings
 
-from kagent.egress import USER_AGENT
+from kagent.egress import USER_AGENT, joined_headers
 from kagent.masking import mask_secrets
 from runs.llm import ModelError, ModelRequest
 from runs.providers.retry import RETRYABLE_EGRESS_CODES, RETRYABLE_STATUSES, UpstreamError
@@ -147,15 +147,6 @@ def _operator_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
         raise _operator_misconfigured("the model endpoint's headers must be ASCII (KAGENT_LLM_API_KEY)") from None
 
 
-def _joined(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
-    """Answer headers by lower-case name, a repeated header's values joined with ", " (as httpx gives them)."""
-    out: dict[str, str] = {}
-    for raw_name, raw_value in headers:
-        name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
-        out[name] = f"{out[name]}, {value}" if name in out else value
-    return out
-
-
 def operator_post(url: str, *, headers: dict[str, str], body: bytes, secrets: Sequence[str]) -> HttpAnswer:
     """POST to the operator's endpoint with a total deadline (httpcore has only per-operation timeouts). A redirect
     is not followed: it comes back as the answer's status."""
@@ -177,7 +168,11 @@ def operator_post(url: str, *, headers: dict[str, str], body: bytes, secrets: Se
                 # A server trickling bytes never trips a read timeout: check the whole exchange's deadline.
                 if time.monotonic() > deadline:
                     raise _operator_timeout(total)
-            return HttpAnswer(status=response.status, headers=_joined(response.headers), body=b"".join(chunks))
+            return HttpAnswer(
+                status=response.status,
+                headers=joined_headers((k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers),
+                body=b"".join(chunks),
+            )
     except httpcore.TimeoutException:
         raise _operator_timeout(total) from None
     except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.ProxyError, OSError) as exc:
