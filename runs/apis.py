@@ -351,7 +351,8 @@ class RunCreateApi(ProjectApi):
         if places is not None:
             response = streams.event_stream(run, places, after=0, full_steps=key.is_secret)
         elif body.wait:
-            settled = streams.wait_settled(run.pk, streams.owner_of(request, key), body.wait)
+            owner = streams.owner_of(request, key)
+            settled = streams.wait_settled(run.pk, owner, body.wait, followed_until=run.followed_until)
             try:
                 run.refresh_from_db()
             except OUTAGES:  # the run is committed: answer it as created rather than with an error to retry
@@ -397,6 +398,8 @@ class RunCreateApi(ProjectApi):
             sandbox=sandbox,
             run_real_actions=run_real_actions,
             client_ip=client_address(request),
+            # Made followed by the stream or the wait it is made for: the follower then needs no write of its own.
+            followed_for=streams.FOLLOW_S if body.stream else body.wait + streams.WAIT_MARGIN_S if body.wait else 0,
         )
 
 

@@ -5,6 +5,14 @@
 streams look every second); `after` reads a run's events after a Last-Event-ID with their data rendered as the API
 renders the run or the step.
 
+Wake-ups only for runs someone follows. Most runs are never followed (the app reads the result with GET, or a
+webhook tells it), so the engine's hot-path writes publish only while the run's `followed_until` is ahead: each of
+them reads it back from the run's row in the statement that writes the event (`notify_if_followed`). A follower (an
+event stream, a wait) subscribes, then sets `followed_until` (`follow`), then looks at the run: an engine write that
+committed before the follower's UPDATE is seen by that look; one after it sees the flag and publishes, because
+every such write updates or locks the run's row in its statement (a row lock orders the two, and an UPDATE or a
+locking read sees the newest committed row). The rarer writes elsewhere (a cancel, a submit) always publish.
+
 Status events carry the run as it is when the event is sent, with the status of the event (a stream that is
 behind shows each status in order, and the run's fields as they are now).
 """
@@ -14,11 +22,15 @@ from __future__ import annotations
 import copy
 import logging
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Coalesce, Greatest
+from django.utils import timezone
 
 from hooks import outbox
 from kagent.ids import new_id
@@ -125,6 +137,19 @@ def notify(run_id: str) -> None:
     """Wakes the run's open streams after the current transaction commits (at once outside one)."""
     if redis_url():
         transaction.on_commit(lambda: publish(run_id))
+
+
+def notify_if_followed(run_id: str, followed_until: datetime | None) -> None:
+    """`notify`, when the run's `followed_until` (as the statement that wrote the event read it) is still ahead."""
+    if followed_until is not None and followed_until > timezone.now():
+        notify(run_id)
+
+
+def follow(run_id: str, seconds: float) -> None:
+    """The run is followed for the next `seconds` (or longer, if another follower said so): its events wake the
+    follower from now on. Called after subscribing and before looking at the run (see the module's docstring)."""
+    until = timezone.now() + timedelta(seconds=seconds)
+    Run.objects.filter(pk=run_id).update(followed_until=Greatest(Coalesce(F("followed_until"), until), until))
 
 
 def publish(run_id: str) -> None:

@@ -206,10 +206,12 @@ def run_create(
     run_real_actions: bool = False,
     client_ip: str = "",
     idempotency: Idempotency | None = None,
+    followed_for: float = 0,
 ) -> Run:
     """A queued run, enqueued once it is committed. `api_key` None is the dashboard (trusted like a secret key);
     `session_id` None makes a one-shot run; `allow_actions` None means not given. With `idempotency`, see
-    `run_create_once`."""
+    `run_create_once`. `followed_for`: the caller follows the run's events for that many seconds from now (a wait,
+    an event stream), written with the run (runs/events.py)."""
     one_shot = session_id is None
     if allow_actions is not None and not one_shot:
         raise Unprocessable("invalid_request", "allow_actions is for one-shot runs; a session run follows its session.")
@@ -221,7 +223,15 @@ def run_create(
     what = _what_runs(project, agent_id, version, sandbox)
     identity = identity_resolve(project=project, api_key=api_key, end_user=end_user, end_user_token=end_user_token)
     options = _RunOptions(
-        store, bool(allow_actions), sandbox, run_real_actions, metadata or {}, api_key, client_ip, idempotency
+        store,
+        bool(allow_actions),
+        sandbox,
+        run_real_actions,
+        metadata or {},
+        api_key,
+        client_ip,
+        idempotency,
+        followed_for,
     )
     if one_shot:
         # One row, one statement: no transaction around it.
@@ -278,6 +288,7 @@ class _RunOptions:
     api_key: ApiKey | None
     client_ip: str
     idempotency: Idempotency | None = None
+    followed_for: float = 0
 
 
 @dataclass(frozen=True)
@@ -377,6 +388,7 @@ def _new_run(
         transcript=[m.to_dict() for m in history or []] + [Message(role="user", content=text).to_dict()],
         created_at=now,
         queued_at=now,
+        followed_until=now + timedelta(seconds=options.followed_for) if options.followed_for else None,
     )
     run.rate_key = _rate_key(run.pk, identity, session, options.api_key, options.client_ip, options.sandbox)
     return run

@@ -168,6 +168,7 @@ _RUN_COLUMNS = (
     "claims",
     "cancel_requested",
     "status",
+    "followed_until",
 )
 _JSON_COLUMNS = {"config", "tool_set", "transcript", "usage"}
 
@@ -201,8 +202,8 @@ def claim(run_id: str, *, now: datetime, lease_until: datetime) -> Run | None:
         )
         if not rows:
             return None
-        events.notify(run_id)
         values = dict(zip((*_RUN_COLUMNS, "external_id", "traits"), rows[0], strict=True))
+        events.notify_if_followed(run_id, values["followed_until"])
         external_id, traits = values.pop("external_id"), values.pop("traits")
         for column in _JSON_COLUMNS:
             values[column] = _loaded(values[column])
@@ -281,7 +282,7 @@ WITH held AS (
     SET rounds = %(rounds)s, transcript = %(transcript)s::jsonb, usage = %(usage)s::jsonb, lease_expires_at = %(lease)s
     WHERE id = %(run)s AND status = %(held_status)s AND claims = %(held_by)s
         AND (%(despite_cancel)s OR NOT cancel_requested)
-    RETURNING id
+    RETURNING id, followed_until
 ), step AS ({_STEP_INSERT.format(source="held")}), calls AS (
     INSERT INTO runs_toolcall ({columns})
     SELECT v.* FROM held, (VALUES {rows}) AS v({columns})
@@ -289,7 +290,7 @@ WITH held AS (
     INSERT INTO runs_runevent (run_id, type, ref, created_at)
     SELECT held.id, v.type, v.ref, now() FROM held, (VALUES {event_rows}) AS v(n, type, ref) ORDER BY v.n
 )
-SELECT count(*) FROM held
+SELECT count(*), max(followed_until) FROM held
 """
     return _ROUND_SQL[shape]
 
@@ -350,8 +351,9 @@ def record_round(
                 params[f"c{i}_{name}"] = _call_value(call, name, kind)
         for i, ref in enumerate(refs):
             params[f"v{i}_type"], params[f"v{i}_ref"] = RunEvent.Type.STEP_CREATED, ref
-        if execute(_round_sql(len(calls), len(refs)), params)[0][0]:
-            events.notify(run.pk)
+        written, followed_until = execute(_round_sql(len(calls), len(refs)), params)[0]
+        if written:
+            events.notify_if_followed(run.pk, followed_until)
             return Fence.WRITTEN
         return _fence_missed(run.pk, held_by)
     with transaction.atomic():
@@ -441,15 +443,24 @@ UPDATE runs_toolcall SET status = %(status)s, result = %(result)s::jsonb, upstre
 WHERE id = %(call)s AND status = %(running)s
 RETURNING run_id AS id
 """
+# The run's row is read with a lock (FOR SHARE): the result's event and a follower's `followed_until` are then
+# ordered like those of the writes that update the row (runs/events.py).
+_RESULT_FOLLOWED = """
+followed AS (
+    SELECT run.followed_until FROM runs_run AS run JOIN updated ON run.id = updated.id FOR SHARE OF run
+)"""
 _RESULT_SQL = f"""
-WITH updated AS ({_RESULT_UPDATE})
-{events.insert_sql("updated", type_param="event", ref_param="call")}
-RETURNING run_id
+WITH updated AS ({_RESULT_UPDATE}), event AS ({events.insert_sql("updated", type_param="event", ref_param="call")}),
+{_RESULT_FOLLOWED}
+SELECT count(*), max(followed_until) FROM followed
 """
 _RESULT_WITH_EGRESS_SQL = f"""
-WITH updated AS ({_RESULT_UPDATE}), event AS ({events.insert_sql("updated", type_param="event", ref_param="call")})
-INSERT INTO kagent_egressevent ({", ".join(_EGRESS_COLUMNS)})
-VALUES ({", ".join(f"%(e_{name})s" for name in _EGRESS_COLUMNS)})
+WITH updated AS ({_RESULT_UPDATE}), event AS ({events.insert_sql("updated", type_param="event", ref_param="call")}),
+{_RESULT_FOLLOWED}, egress AS (
+    INSERT INTO kagent_egressevent ({", ".join(_EGRESS_COLUMNS)})
+    VALUES ({", ".join(f"%(e_{name})s" for name in _EGRESS_COLUMNS)})
+)
+SELECT count(*), max(followed_until) FROM followed
 """
 
 
@@ -487,12 +498,13 @@ def record_result(call: ToolCall, *, now: datetime, egress: Sequence[EgressRecor
         records = list(egress)
         if len(records) == 1:
             params.update({f"e_{k}": v for k, v in _egress_values(records[0], now).items()})
-            execute(_RESULT_WITH_EGRESS_SQL, params)
+            written, followed_until = execute(_RESULT_WITH_EGRESS_SQL, params)[0]
         else:
-            execute(_RESULT_SQL, params)
+            written, followed_until = execute(_RESULT_SQL, params)[0]
             if records:
                 EgressEvent.objects.bulk_create([EgressEvent(**_egress_values(r, now)) for r in records])
-        events.notify(call.run_id)
+        if written:
+            events.notify_if_followed(call.run_id, followed_until)
         return
     with transaction.atomic():
         updated = ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.RUNNING).update(
@@ -512,7 +524,7 @@ WITH done AS (
     SET status = %(target)s, output = %(output)s::jsonb, completed_at = %(now)s, lease_expires_at = NULL,
         transcript = %(transcript)s::jsonb, usage = %(usage)s::jsonb
     WHERE id = %(run)s AND status = ANY(%(sources)s) AND claims = %(held_by)s AND NOT cancel_requested
-    RETURNING id, project_id, session_id, sandbox
+    RETURNING id, project_id, session_id, sandbox, followed_until
 ), step AS ({_STEP_INSERT.format(source="done")}), message AS (
     INSERT INTO runs_message (id, project_id, session_id, run_id, role, content, created_at)
     SELECT %(message_id)s, project_id, session_id, id, %(role)s, %(text)s, %(now)s
@@ -522,7 +534,7 @@ WITH done AS (
     SELECT done.id, v.type, v.ref, now()
     FROM done, (VALUES (0, %(step_event)s, %(step_id)s), (1, %(done_event)s, '')) AS v(n, type, ref) ORDER BY v.n
 ), webhook AS ({outbox.insert_sql("done", id_param="webhook_event", type_param="done_event")})
-SELECT (SELECT count(*) FROM done), (SELECT id FROM webhook)
+SELECT (SELECT count(*) FROM done), (SELECT id FROM webhook), (SELECT followed_until FROM done)
 """
 
 
@@ -556,9 +568,9 @@ def complete(
             "webhook_event": new_id("evt"),
             **_step_params(step),
         }
-        written, webhook_event = execute(_COMPLETE_SQL, params)[0]
+        written, webhook_event, followed_until = execute(_COMPLETE_SQL, params)[0]
         if written:
-            events.notify(run.pk)
+            events.notify_if_followed(run.pk, followed_until)
             if webhook_event is not None:
                 outbox.dispatch_on_commit(webhook_event)
             return Fence.WRITTEN

@@ -1,5 +1,6 @@
 """A run's events as Server-Sent Events: what was missed since Last-Event-ID, then each event as it is written, a
-keep-alive comment every 15 s, and the end after a terminal event or `run.requires_action`.
+keep-alive comment every 15 s, and the end after a terminal event or `run.requires_action`. A stream (or a wait)
+subscribes, says that it follows the run (`events.follow`: the engine wakes only followed runs), then looks.
 
 Two forms of the same loop: a generator for WSGI servers (`bin/run`'s development server, gunicorn; it holds a
 thread while it streams) and an async generator for the ASGI server (`uvicorn kagent.asgi:application`, which
@@ -19,6 +20,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -27,6 +29,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
+from django.utils import timezone
 
 from kagent.clients import client_address
 from kagent.errors import OUTAGES
@@ -38,6 +41,8 @@ from runs.models import Run
 from runs.services import run_purge
 
 KEEPALIVE_S = 15.0
+FOLLOW_S = KEEPALIVE_S * 4  # a stream says it follows its run for this long, again at every keep-alive
+WAIT_MARGIN_S = 5.0  # a wait follows its run this much longer than it waits
 MAX_STREAM_S = 600.0  # then the stream ends; a client resumes with Last-Event-ID
 MAX_WSGI_STREAM_S = 120.0  # a WSGI server's stream holds a thread: shorter, resumed the same way
 POLL_WITHOUT_REDIS_S = 1.0
@@ -134,10 +139,24 @@ def owner_of(request: HttpRequest, key: ApiKey) -> str:
     return f"key:{key.pk}:{client_address(request)}"
 
 
-def wait_settled(run_id: str, owner: str, seconds: float) -> bool:
+def _follow_unless(run_id: str, followed_until: datetime | None, seconds: float) -> None:
+    """Follows the run for `seconds` unless its row says so already (it was made followed: `wait`, `"stream": true`)."""
+    if followed_until is None or followed_until < timezone.now() + timedelta(seconds=seconds / 2):
+        events.follow(run_id, seconds)
+
+
+def _follow_in_a_pool_thread(run_id: str, followed_until: datetime | None, seconds: float) -> None:
+    try:
+        _follow_unless(run_id, followed_until, seconds)
+    finally:
+        close_old_connections()
+
+
+def wait_settled(run_id: str, owner: str, seconds: float, *, followed_until: datetime | None = None) -> bool:
     """`POST /v1/runs` with `wait`: up to `seconds` for the run to end or pause, woken by its events (no polling
     with Redis). False when it didn't, or when there was no place to wait: KAGENT_WAITS_PER_KEY for the key,
-    KAGENT_WAIT_THREADS for this process. The caller answers with the run as it is either way — also when Redis or
+    KAGENT_WAIT_THREADS for this process. `followed_until`: the run's, as the caller read it (a run made with
+    `wait` is followed from its INSERT on; see runs/events.py). The caller answers with the run as it is either way — also when Redis or
     the database failed while waiting: the run is committed by then, and an error answer (503) would have the app
     create it again."""
     permit = ThreadPermit()
@@ -153,6 +172,7 @@ def wait_settled(run_id: str, owner: str, seconds: float) -> bool:
         if url:
             subscription = events._redis(url).pubsub(ignore_subscribe_messages=True)
             subscription.subscribe(events.channel(run_id))  # before looking: no event is missed in between
+            _follow_unless(run_id, followed_until, seconds + WAIT_MARGIN_S)
         while True:
             if _settled(run_id):
                 return True
@@ -233,7 +253,13 @@ def _next_in_a_pool_thread(run_id: str, after: int, *, full_steps: bool) -> tupl
 
 
 def stream(
-    run_id: str, *, after: int, full_steps: bool, slot: StreamSlot, on_end: Callable[[], None] | None = None
+    run_id: str,
+    *,
+    after: int,
+    full_steps: bool,
+    slot: StreamSlot,
+    on_end: Callable[[], None] | None = None,
+    followed_until: datetime | None = None,
 ) -> Iterator[bytes]:
     """The WSGI form (ends after MAX_WSGI_STREAM_S; an EventSource reconnects by itself with Last-Event-ID)."""
     started = last_sent = time.monotonic()
@@ -244,6 +270,7 @@ def stream(
         if url:
             subscription = events._redis(url).pubsub(ignore_subscribe_messages=True)
             subscription.subscribe(events.channel(run_id))
+            _follow_unless(run_id, followed_until, FOLLOW_S)
         while True:
             batch, finished = _next(run_id, after, full_steps=full_steps)
             if finished:
@@ -264,6 +291,8 @@ def stream(
             if time.monotonic() - last_sent >= KEEPALIVE_S:
                 yield b": keep-alive\n\n"
                 slot.refresh()
+                if subscription is not None:
+                    events.follow(run_id, FOLLOW_S)
                 last_sent = time.monotonic()
     finally:
         if subscription is not None:
@@ -271,12 +300,19 @@ def stream(
 
 
 async def astream(
-    run_id: str, *, after: int, full_steps: bool, slot: StreamSlot, on_end: Callable[[], None] | None = None
+    run_id: str,
+    *,
+    after: int,
+    full_steps: bool,
+    slot: StreamSlot,
+    on_end: Callable[[], None] | None = None,
+    followed_until: datetime | None = None,
 ) -> AsyncIterator[bytes]:
     """The ASGI form: waits on Redis without holding a thread."""
     import redis.asyncio
 
     fetch = sync_to_async(_next_in_a_pool_thread, thread_sensitive=False)
+    follow = sync_to_async(_follow_in_a_pool_thread, thread_sensitive=False)
     started = last_sent = time.monotonic()
     client: Any = None
     subscription: Any = None
@@ -287,6 +323,7 @@ async def astream(
             client = redis.asyncio.Redis.from_url(url)
             subscription = client.pubsub(ignore_subscribe_messages=True)
             await subscription.subscribe(events.channel(run_id))
+            await follow(run_id, followed_until, FOLLOW_S)
         while True:
             batch, finished = await fetch(run_id, after, full_steps=full_steps)
             if finished:
@@ -309,6 +346,8 @@ async def astream(
             if time.monotonic() - last_sent >= KEEPALIVE_S:
                 yield b": keep-alive\n\n"
                 await sync_to_async(slot.refresh, thread_sensitive=False)()
+                if subscription is not None:
+                    await follow(run_id, None, FOLLOW_S)
                 last_sent = time.monotonic()
     finally:
         if subscription is not None:
@@ -370,6 +409,7 @@ def event_stream(run: Run, places: StreamPlaces, *, after: int, full_steps: bool
         "full_steps": full_steps,
         "slot": places.slot,
         "on_end": purge_if_delivered,
+        "followed_until": run.followed_until,
     }
     if places.permit is None:
         content: Any = AsyncContent(astream(run_id, **options), places.slot)
