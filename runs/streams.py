@@ -156,9 +156,9 @@ def wait_settled(run_id: str, owner: str, seconds: float, *, followed_until: dat
     """`POST /v1/runs` with `wait`: up to `seconds` for the run to end or pause, woken by its events (no polling
     with Redis). False when it didn't, or when there was no place to wait: KAGENT_WAITS_PER_KEY for the key,
     KAGENT_WAIT_THREADS for this process. `followed_until`: the run's, as the caller read it (a run made with
-    `wait` is followed from its INSERT on; see runs/events.py). The caller answers with the run as it is either way — also when Redis or
-    the database failed while waiting: the run is committed by then, and an error answer (503) would have the app
-    create it again."""
+    `wait` is followed from its INSERT on; see runs/events.py). The caller answers with the run as it is either
+    way — also when Redis or the database failed while waiting: the run is committed by then, and an error answer
+    (503) would have the app create it again."""
     permit = ThreadPermit()
     if not permit.try_take():
         return False
