@@ -23,6 +23,7 @@ from kagent.cors import OriginRefused, origin_check
 from kagent.errors import OUTAGES, ApiError, Unprocessable, error_body, unavailable_response
 from kagent.models import ApiKey, Project
 from kagent.parsers import strict_json
+from kagent.sql import Alongside
 
 logger = logging.getLogger(__name__)
 
@@ -106,14 +107,18 @@ def lean_post(
     handle: Callable[[ApiKey, Any], tuple[Any, int] | HttpResponseBase],
     *,
     publishable_allowed: bool,
+    alongside: Callable[[HttpRequest], Alongside | None] | None = None,
 ) -> HttpResponseBase:
     """Runs `handle(api_key, body)` for a POST the way `ProjectApi` would — the same authentication, permission,
     JSON parser, errors and rendering — without DRF's request wrapping and negotiation, which cost more than the
     rest of `POST /v1/runs` together. Only for that endpoint. `handle` returns (body, status) to render, or a
-    response of its own (an event stream)."""
+    response of its own (an event stream). `alongside(request)`: what to read with the key (kagent.sql.Alongside),
+    from a look at the request that must never raise (a request it can't make sense of reads nothing alongside,
+    and fails where it would have anyway)."""
     try:
         try:
-            key = api_key_from_header(request.META.get("HTTP_AUTHORIZATION", ""))
+            also = alongside(request) if alongside is not None else None
+            key = api_key_from_header(request.META.get("HTTP_AUTHORIZATION", ""), also)
         except KeyRefused as refused:
             raise ApiError(refused.code, refused.message, status=401) from None
         if key is None:

@@ -4,6 +4,7 @@ calls one service or selector, renders. Publishable keys may create sessions and
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,11 +19,14 @@ from rest_framework.response import Response
 from kagent import throttle
 from kagent.api import ProjectApi, json_response, lean_post, paginate, param_bool, param_choice, param_text, param_time
 from kagent.clients import client_address
+from kagent.converters import ID_PATTERN
 from kagent.errors import OUTAGES, Unprocessable
 from kagent.inputs import Input
 from kagent.models import ApiKey
 from kagent.openapi import empty_is_unset, list_of
+from kagent.sql import Alongside
 from runs import selectors, services, streams
+from runs import store as run_store
 from runs.identity import EndUserClaim
 from runs.models import Run, RunStep, ToolCall
 from runs.resources import (
@@ -297,6 +301,27 @@ def _deliver(run: Run) -> dict[str, Any]:
     return rendered
 
 
+AGENT_ID_RE = re.compile(ID_PATTERN)  # linear: bounded length, literal separator
+
+
+def _agent_alongside(request: HttpRequest) -> Alongside | None:
+    """`POST /v1/runs` reads the agent's latest version in the API key's statement (one round trip for both) when
+    the body names an agent, no version and no sandbox. Only a look: whatever it can't read reads nothing
+    alongside, and the request is parsed and checked as always afterwards."""
+    try:
+        if request.META.get("CONTENT_TYPE", "").split(";")[0].strip().lower() != "application/json":
+            return None
+        data = json.loads(request.body)
+    except Exception:  # too large, not JSON, too deep: the parser says so in its turn
+        return None
+    if not isinstance(data, dict) or data.get("version") is not None or data.get("sandbox"):
+        return None
+    agent = data.get("agent")
+    if not isinstance(agent, str) or not AGENT_ID_RE.fullmatch(agent):
+        return None  # only an id as ours are spelled goes into the statement; anything else is refused later
+    return run_store.latest_version_alongside(agent)
+
+
 class RunCreateApi(ProjectApi):
     publishable_allowed = True
 
@@ -304,7 +329,12 @@ class RunCreateApi(ProjectApi):
         # The hot endpoint: the same authentication, permissions, parser, errors and rendering as every ProjectApi
         # (kagent.api.lean_post), without DRF's request cycle around them.
         if request.method == "POST":
-            return lean_post(request, lambda key, data: self.create(request, key, data), publishable_allowed=True)
+            return lean_post(
+                request,
+                lambda key, data: self.create(request, key, data),
+                publishable_allowed=True,
+                alongside=_agent_alongside,
+            )
         return super().dispatch(request, *args, **kwargs)
 
     @extend_schema(
@@ -400,6 +430,7 @@ class RunCreateApi(ProjectApi):
             client_ip=client_address(request),
             # Made followed by the stream or the wait it is made for: the follower then needs no write of its own.
             followed_for=streams.FOLLOW_S if body.stream else body.wait + streams.WAIT_MARGIN_S if body.wait else 0,
+            latest=run_store.latest_read(key, body.agent),
         )
 
 
