@@ -1,18 +1,32 @@
-"""The Redis broker transport: kombu's, with one Redis client object per channel for publishing.
+"""The Redis broker: kombu's transport with one Redis client object per channel for publishing, and `send_lean`,
+the run's task message put on the queue without kombu's producer.
 
 kombu's Redis channel builds a new `redis.Redis` client — and its table of some 170 response callbacks — for every
 message it sends (`conn_or_acquire` → `_create_client`); that was most of the CPU of enqueueing a run. The client
 is only a handle on the channel's connection pool and is thread-safe, so one per channel does the same work.
 Selected in settings (`CELERY_BROKER_TRANSPORT`) when `REDIS_URL` is set.
+
+`send_lean` is what `app.send_task` sends for a task of the default queue, made without the producer around it
+(its pool, routing, entity declaration and retry wrapper cost three times the message itself on every run,
+measured in bench/runs_bench.py): the headers and body come from Celery's own builder (`amqp.as_task_v2`), the
+envelope is kombu's Redis transport's (`prepare_message`, `basic_publish`, `_put`), and one LPUSH puts it on the
+queue. A test keeps it equal to what `send_task` sends, field for field; the worker reads it as any task. A
+broker that isn't ours, a route or eager tasks: `send_task` as usual.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
+import redis as redis_py
+from celery import Celery
+from kombu.serialization import dumps as serialize
 from kombu.transport import redis
 
 
@@ -28,3 +42,61 @@ class Channel(redis.Channel):
 
 class Transport(redis.Transport):
     Channel = Channel
+
+
+PUBLISH_TIMEOUT_S = 5.0
+
+
+@lru_cache(maxsize=4)
+def _client(url: str) -> Any:
+    # Thread-safe, and its pool reconnects after a fork by itself.
+    return redis_py.Redis.from_url(url, socket_timeout=PUBLISH_TIMEOUT_S, socket_connect_timeout=PUBLISH_TIMEOUT_S)
+
+
+def lean_possible(app: Celery) -> bool:
+    """Whether `send_lean` sends exactly what `send_task` would: our Redis transport, no routes, not eager."""
+    conf = app.conf
+    return (
+        conf.broker_transport == "kagent.broker:Transport"
+        and not conf.task_routes
+        and not conf.task_always_eager
+        and conf.task_serializer == "json"
+        and conf.task_protocol == 2
+        and not conf.task_default_priority
+    )
+
+
+def send_lean(app: Celery, name: str, args: tuple[Any, ...], argsrepr: str) -> None:
+    """Puts the task message `app.send_task(name, args=args, argsrepr=argsrepr, kwargsrepr="{}")` would send on the
+    default queue, in one LPUSH. Raises what Redis raises (the caller decides: see runs/queue.py)."""
+    queue = app.conf.task_default_queue
+    task_id = str(uuid.uuid4())
+    headers, properties, body, _ = app.amqp.as_task_v2(
+        task_id,
+        name,
+        args,
+        {},
+        argsrepr=argsrepr,
+        kwargsrepr="{}",
+        reply_to=app.thread_oid,
+        ignore_result=None,  # type: ignore[arg-type]  # send_task passes None: not given
+    )
+    content_type, content_encoding, data = serialize(body, serializer="json")
+    raw = data.encode() if isinstance(data, str) else data
+    message = {
+        "body": base64.b64encode(raw).decode(),
+        "content-encoding": content_encoding,
+        "content-type": content_type,
+        "headers": headers,
+        "properties": {
+            **properties,
+            "argsrepr": argsrepr,
+            "kwargsrepr": "{}",
+            "delivery_mode": 2,
+            "delivery_info": {"exchange": "", "routing_key": queue},
+            "priority": 0,
+            "body_encoding": "base64",
+            "delivery_tag": str(uuid.uuid4()),
+        },
+    }
+    _client(app.conf.broker_url).lpush(queue, json.dumps(message))

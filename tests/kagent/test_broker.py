@@ -1,0 +1,70 @@
+"""The run's task message sent without kombu's producer (`kagent.broker.send_lean`) is, field for field, what Celery's
+`send_task` sends, so a worker reads it as any task (every worker test runs its runs from such messages)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+import redis
+
+from kagent import broker
+from kagent.celery import app
+from runs import queue
+
+
+def popped(queue_name: str) -> dict[str, Any]:
+    raw = redis.Redis.from_url(app.conf.broker_url).rpop(queue_name)
+    assert raw is not None, "nothing on the queue"
+    return json.loads(raw)
+
+
+def without_ids(message: dict[str, Any]) -> dict[str, Any]:
+    headers, properties = message["headers"], message["properties"]
+    task_id = headers["id"]
+    assert uuid.UUID(task_id) and headers["root_id"] == properties["correlation_id"] == task_id
+    assert uuid.UUID(properties["delivery_tag"])
+    for name in ("id", "root_id"):
+        headers[name] = "<id>"
+    properties["correlation_id"] = properties["delivery_tag"] = "<id>"
+    return message
+
+
+def test_the_lean_message_is_what_send_task_sends(celery_queue):
+    assert broker.lean_possible(app)  # the configuration the product (and the worker tests) run with Redis
+    run_id = "run_01jh2m4c6kx8t3v5n7q9s1w3y5"
+    app.send_task(queue.EXECUTE_TASK, args=(run_id,), argsrepr=f"('{run_id}',)", kwargsrepr="{}")
+    sent_by_celery = popped(celery_queue)
+    queue.send_run(run_id)
+    sent_lean = popped(celery_queue)
+    assert sent_lean["properties"]["delivery_info"]["routing_key"] == celery_queue
+    assert without_ids(sent_lean) == without_ids(sent_by_celery)
+    # And two messages never share an id (a worker's ack names the delivery tag).
+    queue.send_run(run_id)
+    queue.send_run(run_id)
+    first, second = popped(celery_queue), popped(celery_queue)
+    assert first["headers"]["id"] != second["headers"]["id"]
+    assert first["properties"]["delivery_tag"] != second["properties"]["delivery_tag"]
+
+
+@pytest.mark.parametrize(
+    "setting, value", [("task_routes", {"runs.execute": {"queue": "elsewhere"}}), ("task_always_eager", True)]
+)
+def test_anything_the_lean_message_does_not_know_goes_through_send_task(setting, value, monkeypatch):
+    monkeypatch.setitem(app.conf, setting, value)
+    assert not broker.lean_possible(app)
+    sent: list[Any] = []
+    monkeypatch.setattr(app, "send_task", lambda *args, **kwargs: sent.append((args, kwargs)))
+    queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y5")
+    assert sent == [
+        (
+            ("runs.execute",),
+            {
+                "args": ("run_01jh2m4c6kx8t3v5n7q9s1w3y5",),
+                "argsrepr": "('run_01jh2m4c6kx8t3v5n7q9s1w3y5',)",
+                "kwargsrepr": "{}",
+            },
+        )
+    ]
