@@ -457,7 +457,7 @@ def _cpu_split(n: int, one_run: Callable[[], None]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=None, help="runs per side per repetition in (a) (default 200)")
-    parser.add_argument("--reps", type=int, default=None, help="repetitions of (a) (default 3)")
+    parser.add_argument("--reps", type=int, default=None, help="repetitions of (a) (default 5)")
     parser.add_argument("--sizes", default=None, help="queue sizes for (c), comma-separated (default 10,100,1000)")
     parser.add_argument(
         "--database-url",
@@ -484,7 +484,7 @@ def main() -> None:
     parser.add_argument("--keep-db", action="store_true", help="leave the benchmark database for inspection")
     args = parser.parse_args()
     runs = args.runs or (30 if args.quick else 200)
-    reps = args.reps or (1 if args.quick else 3)
+    reps = args.reps or (1 if args.quick else 5)
     sizes = [int(s) for s in (args.sizes or ("10,100" if args.quick else "10,100,1000")).split(",")]
     if not args.database_url.startswith(("postgres://", "postgresql://")):
         raise SystemExit("--database-url must be a PostgreSQL URL")

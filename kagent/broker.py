@@ -25,7 +25,7 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 import redis as redis_py
-from celery import Celery
+from celery import Celery, signals
 from kombu.serialization import dumps as serialize
 from kombu.transport import redis
 
@@ -53,16 +53,31 @@ def _client(url: str) -> Any:
     return redis_py.Redis.from_url(url, socket_timeout=PUBLISH_TIMEOUT_S, socket_connect_timeout=PUBLISH_TIMEOUT_S)
 
 
+# The transport options `send_lean` knows it may ignore (only the worker's side reads them).
+LEAN_TRANSPORT_OPTIONS = frozenset({"visibility_timeout"})
+
+
 def lean_possible(app: Celery) -> bool:
-    """Whether `send_lean` sends exactly what `send_task` would: our Redis transport, no routes, not eager."""
+    """Whether `send_lean` sends exactly what `send_task` would, where `send_task` would: our Redis transport on a
+    plain URL with no transport option that changes a key or a connection (a key prefix, TLS, another write URL),
+    no routes or queues of its own, no publish signal receivers, not eager, not from inside a task (Celery then
+    records the task's lineage: the sweeper's resend)."""
     conf = app.conf
     return (
         conf.broker_transport == "kagent.broker:Transport"
+        and set(conf.broker_transport_options or {}) <= LEAN_TRANSPORT_OPTIONS
+        and not conf.broker_use_ssl
+        and conf.broker_write_url in (None, "", conf.broker_url)
+        and str(conf.broker_url).startswith("redis://")
         and not conf.task_routes
+        and not conf.task_queues
         and not conf.task_always_eager
         and conf.task_serializer == "json"
         and conf.task_protocol == 2
         and not conf.task_default_priority
+        and not signals.before_task_publish.receivers
+        and not signals.after_task_publish.receivers
+        and app.current_worker_task is None
     )
 
 

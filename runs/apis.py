@@ -308,6 +308,8 @@ def _agent_alongside(request: HttpRequest) -> Alongside | None:
     """`POST /v1/runs` reads the agent's latest version in the API key's statement (one round trip for both) when
     the body names an agent, no version and no sandbox. Only a look: whatever it can't read reads nothing
     alongside, and the request is parsed and checked as always afterwards."""
+    if not request.META.get("HTTP_AUTHORIZATION", "").startswith("Bearer ka_"):
+        return None  # nothing is read for a request that can't be authenticated
     try:
         if request.META.get("CONTENT_TYPE", "").split(";")[0].strip().lower() != "application/json":
             return None

@@ -22,15 +22,14 @@ from __future__ import annotations
 import copy
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
-from django.db.models.functions import Coalesce, Greatest
-from django.utils import timezone
+from django.db.models import DateTimeField, ExpressionWrapper, F
+from django.db.models.functions import Coalesce, Greatest, Now
 
 from hooks import outbox
 from kagent.ids import new_id
@@ -139,16 +138,22 @@ def notify(run_id: str) -> None:
         transaction.on_commit(lambda: publish(run_id))
 
 
-def notify_if_followed(run_id: str, followed_until: datetime | None) -> None:
-    """`notify`, when the run's `followed_until` (as the statement that wrote the event read it) is still ahead."""
-    if followed_until is not None and followed_until > timezone.now():
+# What the engine's statements return of the run's row: whether it is followed now, by the database's clock (the
+# one `follow` writes with: the clocks of the web servers and the workers never meet here).
+FOLLOWED_SQL = "coalesce(followed_until > now(), false) AS followed"
+
+
+def notify_if_followed(run_id: str, followed: bool | None) -> None:
+    """`notify`, when the statement that wrote the event found the run followed (`FOLLOWED_SQL`)."""
+    if followed:
         notify(run_id)
 
 
 def follow(run_id: str, seconds: float) -> None:
-    """The run is followed for the next `seconds` (or longer, if another follower said so): its events wake the
-    follower from now on. Called after subscribing and before looking at the run (see the module's docstring)."""
-    until = timezone.now() + timedelta(seconds=seconds)
+    """The run is followed for the next `seconds` by the database's clock (or longer, if another follower said so):
+    its events wake the follower from now on. Called after subscribing and before looking at the run (see the
+    module's docstring)."""
+    until = ExpressionWrapper(Now() + timedelta(seconds=seconds), output_field=DateTimeField())
     Run.objects.filter(pk=run_id).update(followed_until=Greatest(Coalesce(F("followed_until"), until), until))
 
 

@@ -201,7 +201,6 @@ _RUN_COLUMNS = (
     "claims",
     "cancel_requested",
     "status",
-    "followed_until",
 )
 _JSON_COLUMNS = {"config", "tool_set", "transcript", "usage"}
 
@@ -211,7 +210,7 @@ WITH claimed AS (
     SET status = %(target)s, started_at = COALESCE(started_at, %(now)s), lease_expires_at = %(lease)s,
         claims = claims + 1
     WHERE id = %(run)s AND status = ANY(%(sources)s)
-    RETURNING {", ".join(_RUN_COLUMNS)}
+    RETURNING {", ".join(_RUN_COLUMNS)}, {events.FOLLOWED_SQL}
 ), event AS ({events.insert_sql("claimed", type_param="event")})
 SELECT claimed.*, end_user.external_id, end_user.traits
 FROM claimed LEFT JOIN runs_enduser AS end_user ON end_user.id = claimed.end_user_id
@@ -235,8 +234,8 @@ def claim(run_id: str, *, now: datetime, lease_until: datetime) -> Run | None:
         )
         if not rows:
             return None
-        values = dict(zip((*_RUN_COLUMNS, "external_id", "traits"), rows[0], strict=True))
-        events.notify_if_followed(run_id, values["followed_until"])
+        values = dict(zip((*_RUN_COLUMNS, "followed", "external_id", "traits"), rows[0], strict=True))
+        events.notify_if_followed(run_id, values.pop("followed"))
         external_id, traits = values.pop("external_id"), values.pop("traits")
         for column in _JSON_COLUMNS:
             values[column] = _loaded(values[column])
@@ -315,7 +314,7 @@ WITH held AS (
     SET rounds = %(rounds)s, transcript = %(transcript)s::jsonb, usage = %(usage)s::jsonb, lease_expires_at = %(lease)s
     WHERE id = %(run)s AND status = %(held_status)s AND claims = %(held_by)s
         AND (%(despite_cancel)s OR NOT cancel_requested)
-    RETURNING id, followed_until
+    RETURNING id, {events.FOLLOWED_SQL}
 ), step AS ({_STEP_INSERT.format(source="held")}), calls AS (
     INSERT INTO runs_toolcall ({columns})
     SELECT v.* FROM held, (VALUES {rows}) AS v({columns})
@@ -323,7 +322,7 @@ WITH held AS (
     INSERT INTO runs_runevent (run_id, type, ref, created_at)
     SELECT held.id, v.type, v.ref, now() FROM held, (VALUES {event_rows}) AS v(n, type, ref) ORDER BY v.n
 )
-SELECT count(*), max(followed_until) FROM held
+SELECT count(*), bool_or(followed) FROM held
 """
     return _ROUND_SQL[shape]
 
@@ -384,9 +383,9 @@ def record_round(
                 params[f"c{i}_{name}"] = _call_value(call, name, kind)
         for i, ref in enumerate(refs):
             params[f"v{i}_type"], params[f"v{i}_ref"] = RunEvent.Type.STEP_CREATED, ref
-        written, followed_until = execute(_round_sql(len(calls), len(refs)), params)[0]
+        written, followed = execute(_round_sql(len(calls), len(refs)), params)[0]
         if written:
-            events.notify_if_followed(run.pk, followed_until)
+            events.notify_if_followed(run.pk, followed)
             return Fence.WRITTEN
         return _fence_missed(run.pk, held_by)
     with transaction.atomic():
@@ -470,30 +469,31 @@ _EGRESS_COLUMNS = (
     "duration_ms",
     "created_at",
 )
-_RESULT_UPDATE = """
-UPDATE runs_toolcall SET status = %(status)s, result = %(result)s::jsonb, upstream = %(upstream)s::jsonb,
-    finished_at = %(now)s
-WHERE id = %(call)s AND status = %(running)s
-RETURNING run_id AS id
-"""
-# The run's row is read with a lock (FOR SHARE): the result's event and a follower's `followed_until` are then
-# ordered like those of the writes that update the row (runs/events.py).
-_RESULT_FOLLOWED = """
-followed AS (
-    SELECT run.followed_until FROM runs_run AS run JOIN updated ON run.id = updated.id FOR SHARE OF run
+# The run's row is read with a lock (FOR SHARE) before the call's row is updated: the result's event and a
+# follower's `followed_until` are then ordered like those of the writes that update the run's row (runs/events.py),
+# and the locks are taken in the order every other writer takes them (the run's row, then its calls': a worker that
+# took the run over and ends it meanwhile waits rather than deadlocks). The uncorrelated EXISTS is evaluated once,
+# before the call's row is looked at.
+_RESULT_UPDATE = f"""
+followed AS MATERIALIZED (
+    SELECT id, {events.FOLLOWED_SQL} FROM runs_run WHERE id = %(run)s FOR SHARE
+), updated AS (
+    UPDATE runs_toolcall SET status = %(status)s, result = %(result)s::jsonb, upstream = %(upstream)s::jsonb,
+        finished_at = %(now)s
+    WHERE id = %(call)s AND status = %(running)s AND EXISTS (SELECT 1 FROM followed)
+    RETURNING run_id AS id
 )"""
+_RESULT_WRITTEN = "SELECT count(*), bool_or(followed) FROM updated CROSS JOIN followed"
 _RESULT_SQL = f"""
-WITH updated AS ({_RESULT_UPDATE}), event AS ({events.insert_sql("updated", type_param="event", ref_param="call")}),
-{_RESULT_FOLLOWED}
-SELECT count(*), max(followed_until) FROM followed
+WITH {_RESULT_UPDATE}, event AS ({events.insert_sql("updated", type_param="event", ref_param="call")})
+{_RESULT_WRITTEN}
 """
 _RESULT_WITH_EGRESS_SQL = f"""
-WITH updated AS ({_RESULT_UPDATE}), event AS ({events.insert_sql("updated", type_param="event", ref_param="call")}),
-{_RESULT_FOLLOWED}, egress AS (
+WITH {_RESULT_UPDATE}, event AS ({events.insert_sql("updated", type_param="event", ref_param="call")}), egress AS (
     INSERT INTO kagent_egressevent ({", ".join(_EGRESS_COLUMNS)})
     VALUES ({", ".join(f"%(e_{name})s" for name in _EGRESS_COLUMNS)})
 )
-SELECT count(*), max(followed_until) FROM followed
+{_RESULT_WRITTEN}
 """
 
 
@@ -519,6 +519,7 @@ def record_result(call: ToolCall, *, now: datetime, egress: Sequence[EgressRecor
     """A sent call's outcome and the egress log rows of its attempt, together. Only a call still `running` takes the
     result (a run that ended meanwhile closed its calls)."""
     params: dict[str, Any] = {
+        "run": call.run_id,
         "call": call.pk,
         "status": call.status,
         "running": ToolCall.Status.RUNNING,
@@ -531,13 +532,13 @@ def record_result(call: ToolCall, *, now: datetime, egress: Sequence[EgressRecor
         records = list(egress)
         if len(records) == 1:
             params.update({f"e_{k}": v for k, v in _egress_values(records[0], now).items()})
-            written, followed_until = execute(_RESULT_WITH_EGRESS_SQL, params)[0]
+            written, followed = execute(_RESULT_WITH_EGRESS_SQL, params)[0]
         else:
-            written, followed_until = execute(_RESULT_SQL, params)[0]
+            written, followed = execute(_RESULT_SQL, params)[0]
             if records:
                 EgressEvent.objects.bulk_create([EgressEvent(**_egress_values(r, now)) for r in records])
         if written:
-            events.notify_if_followed(call.run_id, followed_until)
+            events.notify_if_followed(call.run_id, followed)
         return
     with transaction.atomic():
         updated = ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.RUNNING).update(
@@ -557,7 +558,7 @@ WITH done AS (
     SET status = %(target)s, output = %(output)s::jsonb, completed_at = %(now)s, lease_expires_at = NULL,
         transcript = %(transcript)s::jsonb, usage = %(usage)s::jsonb
     WHERE id = %(run)s AND status = ANY(%(sources)s) AND claims = %(held_by)s AND NOT cancel_requested
-    RETURNING id, project_id, session_id, sandbox, followed_until
+    RETURNING id, project_id, session_id, sandbox, {events.FOLLOWED_SQL}
 ), step AS ({_STEP_INSERT.format(source="done")}), message AS (
     INSERT INTO runs_message (id, project_id, session_id, run_id, role, content, created_at)
     SELECT %(message_id)s, project_id, session_id, id, %(role)s, %(text)s, %(now)s
@@ -567,7 +568,7 @@ WITH done AS (
     SELECT done.id, v.type, v.ref, now()
     FROM done, (VALUES (0, %(step_event)s, %(step_id)s), (1, %(done_event)s, '')) AS v(n, type, ref) ORDER BY v.n
 ), webhook AS ({outbox.insert_sql("done", id_param="webhook_event", type_param="done_event")})
-SELECT (SELECT count(*) FROM done), (SELECT id FROM webhook), (SELECT followed_until FROM done)
+SELECT (SELECT count(*) FROM done), (SELECT id FROM webhook), (SELECT followed FROM done)
 """
 
 
@@ -601,9 +602,9 @@ def complete(
             "webhook_event": new_id("evt"),
             **_step_params(step),
         }
-        written, webhook_event, followed_until = execute(_COMPLETE_SQL, params)[0]
+        written, webhook_event, followed = execute(_COMPLETE_SQL, params)[0]
         if written:
-            events.notify_if_followed(run.pk, followed_until)
+            events.notify_if_followed(run.pk, followed)
             if webhook_event is not None:
                 outbox.dispatch_on_commit(webhook_event)
             return Fence.WRITTEN

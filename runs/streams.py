@@ -41,7 +41,7 @@ from runs.models import Run
 from runs.services import run_purge
 
 KEEPALIVE_S = 15.0
-FOLLOW_S = KEEPALIVE_S * 4  # a stream says it follows its run for this long, again at every keep-alive
+FOLLOW_S = KEEPALIVE_S * 4  # a stream says it follows its run for this long, and again every KEEPALIVE_S
 WAIT_MARGIN_S = 5.0  # a wait follows its run this much longer than it waits
 MAX_STREAM_S = 600.0  # then the stream ends; a client resumes with Last-Event-ID
 MAX_WSGI_STREAM_S = 120.0  # a WSGI server's stream holds a thread: shorter, resumed the same way
@@ -139,22 +139,23 @@ def owner_of(request: HttpRequest, key: ApiKey) -> str:
     return f"key:{key.pk}:{client_address(request)}"
 
 
-def _follow_unless(run_id: str, followed_until: datetime | None, seconds: float) -> None:
-    """Follows the run for `seconds` unless its row says so already (it was made followed: `wait`, `"stream": true`)."""
-    if followed_until is None or followed_until < timezone.now() + timedelta(seconds=seconds / 2):
+def _follow_unless(run_id: str, followed_until: datetime | None, seconds: float, needed: float) -> None:
+    """Follows the run for `seconds` unless its row (as read with the run) says it is followed for the `needed`
+    seconds to come already: it was made followed for this request (`wait`, `"stream": true`)."""
+    if followed_until is None or followed_until < timezone.now() + timedelta(seconds=needed):
         events.follow(run_id, seconds)
 
 
-def _follow_in_a_pool_thread(run_id: str, followed_until: datetime | None, seconds: float) -> None:
+def _follow_in_a_pool_thread(run_id: str, followed_until: datetime | None, seconds: float, needed: float) -> None:
     try:
-        _follow_unless(run_id, followed_until, seconds)
+        _follow_unless(run_id, followed_until, seconds, needed)
     finally:
         close_old_connections()
 
 
 def wait_settled(run_id: str, owner: str, seconds: float, *, followed_until: datetime | None = None) -> bool:
-    """`POST /v1/runs` with `wait`: up to `seconds` for the run to end or pause, woken by its events (no polling
-    with Redis). False when it didn't, or when there was no place to wait: KAGENT_WAITS_PER_KEY for the key,
+    """`POST /v1/runs` with `wait`: up to `seconds` for the run to end or pause, woken by its events (and looking at
+    least every second). False when it didn't, or when there was no place to wait: KAGENT_WAITS_PER_KEY for the key,
     KAGENT_WAIT_THREADS for this process. `followed_until`: the run's, as the caller read it (a run made with
     `wait` is followed from its INSERT on; see runs/events.py). The caller answers with the run as it is either
     way — also when Redis or the database failed while waiting: the run is committed by then, and an error answer
@@ -172,7 +173,7 @@ def wait_settled(run_id: str, owner: str, seconds: float, *, followed_until: dat
         if url:
             subscription = events._redis(url).pubsub(ignore_subscribe_messages=True)
             subscription.subscribe(events.channel(run_id))  # before looking: no event is missed in between
-            _follow_unless(run_id, followed_until, seconds + WAIT_MARGIN_S)
+            _follow_unless(run_id, followed_until, seconds + WAIT_MARGIN_S, needed=seconds)
         while True:
             if _settled(run_id):
                 return True
@@ -262,7 +263,7 @@ def stream(
     followed_until: datetime | None = None,
 ) -> Iterator[bytes]:
     """The WSGI form (ends after MAX_WSGI_STREAM_S; an EventSource reconnects by itself with Last-Event-ID)."""
-    started = last_sent = time.monotonic()
+    started = last_sent = followed_at = time.monotonic()
     subscription = None
     try:
         yield f"retry: {RETRY_MS}\n\n".encode()
@@ -270,7 +271,8 @@ def stream(
         if url:
             subscription = events._redis(url).pubsub(ignore_subscribe_messages=True)
             subscription.subscribe(events.channel(run_id))
-            _follow_unless(run_id, followed_until, FOLLOW_S)
+            _follow_unless(run_id, followed_until, FOLLOW_S, needed=FOLLOW_S - KEEPALIVE_S)
+            followed_at = time.monotonic()
         while True:
             batch, finished = _next(run_id, after, full_steps=full_steps)
             if finished:
@@ -288,11 +290,12 @@ def stream(
                 subscription.get_message(timeout=KEEPALIVE_S)
             else:
                 time.sleep(POLL_WITHOUT_REDIS_S)
+            if subscription is not None and time.monotonic() - followed_at >= KEEPALIVE_S:
+                events.follow(run_id, FOLLOW_S)  # however busy the stream: its mark must not run out
+                followed_at = time.monotonic()
             if time.monotonic() - last_sent >= KEEPALIVE_S:
                 yield b": keep-alive\n\n"
                 slot.refresh()
-                if subscription is not None:
-                    events.follow(run_id, FOLLOW_S)
                 last_sent = time.monotonic()
     finally:
         if subscription is not None:
@@ -313,7 +316,7 @@ async def astream(
 
     fetch = sync_to_async(_next_in_a_pool_thread, thread_sensitive=False)
     follow = sync_to_async(_follow_in_a_pool_thread, thread_sensitive=False)
-    started = last_sent = time.monotonic()
+    started = last_sent = followed_at = time.monotonic()
     client: Any = None
     subscription: Any = None
     try:
@@ -323,7 +326,8 @@ async def astream(
             client = redis.asyncio.Redis.from_url(url)
             subscription = client.pubsub(ignore_subscribe_messages=True)
             await subscription.subscribe(events.channel(run_id))
-            await follow(run_id, followed_until, FOLLOW_S)
+            await follow(run_id, followed_until, FOLLOW_S, FOLLOW_S - KEEPALIVE_S)
+            followed_at = time.monotonic()
         while True:
             batch, finished = await fetch(run_id, after, full_steps=full_steps)
             if finished:
@@ -343,11 +347,12 @@ async def astream(
                 import asyncio
 
                 await asyncio.sleep(POLL_WITHOUT_REDIS_S)
+            if subscription is not None and time.monotonic() - followed_at >= KEEPALIVE_S:
+                await follow(run_id, None, FOLLOW_S, FOLLOW_S)  # however busy the stream: its mark must not run out
+                followed_at = time.monotonic()
             if time.monotonic() - last_sent >= KEEPALIVE_S:
                 yield b": keep-alive\n\n"
                 await sync_to_async(slot.refresh, thread_sensitive=False)()
-                if subscription is not None:
-                    await follow(run_id, None, FOLLOW_S)
                 last_sent = time.monotonic()
     finally:
         if subscription is not None:

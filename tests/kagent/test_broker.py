@@ -50,7 +50,15 @@ def test_the_lean_message_is_what_send_task_sends(celery_queue):
 
 
 @pytest.mark.parametrize(
-    "setting, value", [("task_routes", {"runs.execute": {"queue": "elsewhere"}}), ("task_always_eager", True)]
+    "setting, value",
+    [
+        ("task_routes", {"runs.execute": {"queue": "elsewhere"}}),
+        ("task_always_eager", True),
+        ("broker_transport_options", {"visibility_timeout": 3600, "global_keyprefix": "shared:"}),
+        ("broker_use_ssl", {"ssl_cert_reqs": "required"}),
+        ("broker_write_url", "redis://127.0.0.1:6379/9"),
+        ("broker_url", "rediss://127.0.0.1:6379/9"),
+    ],
 )
 def test_anything_the_lean_message_does_not_know_goes_through_send_task(setting, value, monkeypatch):
     monkeypatch.setitem(app.conf, setting, value)
@@ -68,3 +76,19 @@ def test_anything_the_lean_message_does_not_know_goes_through_send_task(setting,
             },
         )
     ]
+
+
+def test_a_publish_signal_receiver_or_a_task_sending_goes_through_send_task(monkeypatch):
+    from celery import signals
+
+    def receiver(**kwargs: Any) -> None:
+        pass
+
+    signals.before_task_publish.connect(receiver)
+    try:
+        assert not broker.lean_possible(app)
+    finally:
+        signals.before_task_publish.disconnect(receiver)
+    assert broker.lean_possible(app)
+    monkeypatch.setattr(type(app), "current_worker_task", property(lambda self: object()))
+    assert not broker.lean_possible(app)  # the sweeper's resend: Celery records the task's lineage

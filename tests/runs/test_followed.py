@@ -135,3 +135,43 @@ def test_a_follower_arriving_during_a_result_write_is_woken_by_it(h):
         assert written.is_set()
         assert heard() == 1
     assert ToolCall.objects.get(pk=call.pk).status == ToolCall.Status.SUCCEEDED
+
+
+def test_a_busy_stream_keeps_its_run_followed(h, monkeypatch):
+    # A stream renews its mark on a timer of its own: events that keep coming (so that no keep-alive is ever due)
+    # must not let the mark run out, or the events after it would wake nobody until the stream looked by itself.
+    from runs import streams
+
+    monkeypatch.setattr(streams, "KEEPALIVE_S", 1.5)
+    monkeypatch.setattr(streams, "FOLLOW_S", 2.0)
+    run = Run.objects.get(pk=h.start(h.agent("busy", [text("hi")]))["id"])
+    response = h.api.get(f"/v1/runs/{run.pk}/events")
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.extend(response.streaming_content))
+    writes = 0
+    with listening(run.pk) as heard:
+        reader.start()
+        time.sleep(0.5)  # the stream is subscribed and following
+        deadline = time.monotonic() + 5.0  # well past the first mark's end, with events all along
+        while time.monotonic() < deadline:
+            call = ToolCall.objects.create(
+                project_id=run.project_id,
+                run_id=run.pk,
+                round=1,
+                index=writes,
+                model_call_id=f"call_{writes}",
+                requested_name="order_status",
+                name="order_status",
+                kind="http",
+                rate_key=run.rate_key,
+                status=ToolCall.Status.RUNNING,
+            )
+            call.status, call.result = ToolCall.Status.SUCCEEDED, {"ok": True}
+            store.record_result(call, now=timezone.now())
+            writes += 1
+            time.sleep(0.25)
+        assert heard() == writes  # every result woke the stream
+    assert h.api.post(f"/v1/runs/{run.pk}/cancel", {}, format="json").status_code == 200
+    reader.join(10)
+    assert not reader.is_alive()
+    assert b"".join(received).count(b"event: run.step.created") == writes
