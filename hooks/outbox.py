@@ -7,9 +7,10 @@ question, so they stay one statement each. Once the transaction commits, `hooks.
 deliveries; the sweep dispatches what a crash left behind. Test-panel (sandbox) runs and test objects are never
 recorded.
 
-Who renders `data`: the desk's objects are rendered by the caller when recorded; a run's event is rendered when it is
-dispatched (the run as it is then, with the status of the event: a run's status events read back the same way) by
-the renderer its app registers (`register_renderer`), since this app sits below the apps whose objects it sends.
+Who renders `data`: the desk's objects are rendered by the caller when recorded; so is a run's `run.requires_action`
+(what the app is asked is gone from the run once it answers); a run's terminal events are rendered when dispatched
+(the run as it is then, which is as it ended, with the status of the event) by the renderer its app registers
+(`register_renderer`), since this app sits below the apps whose objects it sends.
 """
 
 from __future__ import annotations
@@ -41,13 +42,15 @@ def renderer_for(event_type: str) -> Renderer | None:
     return _RENDERERS.get(event_type)
 
 
-def insert_sql(source: str, *, id_param: str, type_param: str) -> str:
+def insert_sql(source: str, *, id_param: str, type_param: str, data_param: str | None = None) -> str:
     """An INSERT of one event for the row of the CTE `source` (columns `id`, `project_id`, `sandbox`), only when its
-    project has an enabled endpoint subscribed to the type, RETURNING the event's id: for the engine's statements."""
+    project has an enabled endpoint subscribed to the type, RETURNING the event's id: for the engine's statements.
+    `data_param`: the event's data, rendered already (JSON text; NULL: rendered when dispatched)."""
+    data = f"%({data_param})s::jsonb" if data_param else "NULL"
     # Built from the engine's own names (the CTE, the parameters' names): every value is a bound parameter.
     return (
         "INSERT INTO hooks_webhookevent (id, project_id, type, object_id, data, created_at) "  # noqa: S608
-        f"SELECT %({id_param})s, {source}.project_id, %({type_param})s, {source}.id, NULL, now() FROM {source} "
+        f"SELECT %({id_param})s, {source}.project_id, %({type_param})s, {source}.id, {data}, now() FROM {source} "
         f"WHERE NOT {source}.sandbox AND EXISTS (SELECT 1 FROM hooks_webhookendpoint AS endpoint "
         f"WHERE endpoint.project_id = {source}.project_id AND endpoint.enabled "
         f"AND endpoint.event_types ? %({type_param})s) RETURNING id"

@@ -20,6 +20,7 @@ behind shows each status in order, and the run's fields as they are now).
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
@@ -36,6 +37,7 @@ from kagent.ids import new_id
 from kagent.sql import execute, postgres
 from runs.models import Run, RunEvent, RunStep, ToolCall
 from runs.resources import MODEL_STEP, RUN, TOOL_CALL_STEP
+from runs.webhooks import run_data
 
 logger = logging.getLogger(__name__)
 
@@ -87,20 +89,30 @@ WITH event AS (
 ), reported AS (
     SELECT run.id, run.project_id, run.sandbox FROM runs_run AS run JOIN event ON run.id = event.run_id
 )
-{outbox.insert_sql("reported", id_param="webhook_event", type_param="type")}
+{outbox.insert_sql("reported", id_param="webhook_event", type_param="type", data_param="data")}
 """
 
 
 def record_status(run_id: str, status: str) -> None:
-    """The run's status event, in the caller's transaction, with its webhook event where one is wanted."""
+    """The run's status event, in the caller's transaction, with its webhook event where one is wanted. A pause's
+    webhook data is rendered now, from the run as the pause wrote it: the app's answer takes the required action
+    away (and a later pause puts another there), maybe before the event is dispatched. A terminal event's is
+    rendered when dispatched (an ended run no longer changes)."""
     event = EVENT_OF_STATUS.get(status)
     if event is None:
         return
     if event not in outbox.RUN_EVENT_TYPES:
         record(run_id, event)
         return
+    data = _data_now(run_id, status) if event == T.REQUIRES_ACTION else None
     if postgres():
-        rows = execute(_STATUS_WITH_WEBHOOK_SQL, {"run": run_id, "type": event, "webhook_event": new_id("evt")})
+        params = {
+            "run": run_id,
+            "type": event,
+            "webhook_event": new_id("evt"),
+            "data": None if data is None else json.dumps(data, ensure_ascii=False),
+        }
+        rows = execute(_STATUS_WITH_WEBHOOK_SQL, params)
         notify(run_id)
         if rows:
             outbox.dispatch_on_commit(rows[0][0])
@@ -108,7 +120,13 @@ def record_status(run_id: str, status: str) -> None:
     record(run_id, event)
     run = Run.objects.only("project_id", "sandbox").get(pk=run_id)
     if not run.sandbox:
-        outbox.record(project_id=run.project_id, event_type=event, object_id=run_id)
+        rendered = (lambda: data) if data is not None else None
+        outbox.record(project_id=run.project_id, event_type=event, object_id=run_id, data=rendered)
+
+
+def _data_now(run_id: str, status: str) -> dict[str, Any] | None:
+    run = Run.objects.get(pk=run_id)
+    return None if run.sandbox else run_data(run, status)
 
 
 def insert_sql(source: str, *, type_param: str, ref_param: str | None = None) -> str:

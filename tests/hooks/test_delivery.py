@@ -360,3 +360,31 @@ def test_recording_a_runs_event_adds_no_statement_to_the_run(hk, upstream, djang
     with django_assert_max_num_queries(6):
         engine.run_execute(started["id"])
     assert WebhookEvent.objects.filter(object_id=started["id"], type="run.completed").count() == 1
+
+
+def test_a_pause_answered_before_its_webhook_left_still_tells_what_was_asked(hk, upstream):
+    # A pause's event is rendered when it is recorded: the app's answer takes the run's required action away, and the
+    # next pause puts another one there, both possibly before the first event is dispatched (a busy queue). Each
+    # webhook tells of the pause it reports.
+    create_endpoint(hk.api, upstream, types=["run.requires_action"])
+    client_tools = [
+        {"name": "get_cart", "description": "The cart.", "effect": "read"},
+        {"name": "get_wishlist", "description": "The wishlist.", "effect": "read"},
+    ]
+    agent = hk.agent(
+        "cart-then-wishlist",
+        [calls(("get_cart", {})), calls(("get_wishlist", {})), text("Two items, one wished for.")],
+        tools={"client": client_tools},
+    )
+    run = hk.run(agent, "what's in my cart and my wishlist?")
+    [first] = run["required_action"]["tool_calls"]
+    answer = {"tool_outputs": [{"call_id": first["call_id"], "output": {"items": 2}}]}
+    assert hk.api.post(f"/v1/runs/{run['id']}/submit_tool_outputs", answer, format="json").status_code == 200
+    again = hk.drive(run["id"])
+    assert again["status"] == "requires_action"
+    [second] = again["required_action"]["tool_calls"]
+    pump()  # both events dispatched only now
+    got = received(upstream)
+    assert [body["data"]["status"] for _, body in got] == ["requires_action", "requires_action"]
+    asked = [[call["call_id"] for call in body["data"]["required_action"]["tool_calls"]] for _, body in got]
+    assert asked == [[first["call_id"]], [second["call_id"]]]
