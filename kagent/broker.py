@@ -81,9 +81,28 @@ def lean_possible(app: Celery) -> bool:
     )
 
 
-def send_lean(app: Celery, name: str, args: tuple[Any, ...], argsrepr: str) -> None:
+def _task_limits(app: Celery, name: str) -> tuple[Any, Any] | None:
+    """What `send_task` takes from the task itself when this process has it registered (the app finalized): its
+    time limits, which go into the message's headers. None when the task has an option the lean message doesn't
+    carry (a queue, a route, a priority, an expiry, another serializer...): then `send_task` must send it."""
+    # As send_task looks: the registry itself, without finalizing the app (not in celery-types' stubs).
+    task = app._tasks.get(name)  # type: ignore[attr-defined]
+    if task is None:
+        return None, None
+    options = {key: value for key, value in task._get_exec_options().items() if value is not None}
+    time_limit, soft_time_limit = options.pop("time_limit", None), options.pop("soft_time_limit", None)
+    if options.pop("serializer", "json") != "json" or options:
+        return None
+    return time_limit, soft_time_limit
+
+
+def send_lean(app: Celery, name: str, args: tuple[Any, ...], argsrepr: str) -> bool:
     """Puts the task message `app.send_task(name, args=args, argsrepr=argsrepr, kwargsrepr="{}")` would send on the
-    default queue, in one LPUSH. Raises what Redis raises (the caller decides: see runs/queue.py)."""
+    default queue, in one LPUSH; False (nothing sent) when the task's own options ask for more than that message
+    carries. Raises what Redis raises (the caller decides: see runs/queue.py)."""
+    limits = _task_limits(app, name)
+    if limits is None:
+        return False
     queue = app.conf.task_default_queue
     task_id = str(uuid.uuid4())
     headers, properties, body, _ = app.amqp.as_task_v2(
@@ -94,6 +113,8 @@ def send_lean(app: Celery, name: str, args: tuple[Any, ...], argsrepr: str) -> N
         argsrepr=argsrepr,
         kwargsrepr="{}",
         reply_to=app.thread_oid,
+        time_limit=limits[0],
+        soft_time_limit=limits[1],
         ignore_result=None,  # type: ignore[arg-type]  # send_task passes None: not given
     )
     content_type, content_encoding, data = serialize(body, serializer="json")
@@ -115,3 +136,4 @@ def send_lean(app: Celery, name: str, args: tuple[Any, ...], argsrepr: str) -> N
         },
     }
     _client(app.conf.broker_url).lpush(queue, json.dumps(message))
+    return True

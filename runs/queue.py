@@ -33,7 +33,6 @@ def send_run(run_id: str) -> None:
     """Queues `runs.execute` now (the sweeper's resend: the run's row is long committed)."""
     # The argument's display form given, so Celery needn't build it with its safe repr on every run.
     argsrepr = f"('{run_id}',)"
-    if broker.lean_possible(app):
-        broker.send_lean(app, EXECUTE_TASK, (run_id,), argsrepr)  # the same message, without kombu's producer
-        return
+    if broker.lean_possible(app) and broker.send_lean(app, EXECUTE_TASK, (run_id,), argsrepr):
+        return  # the same message as below, without kombu's producer
     app.send_task(EXECUTE_TASK, args=(run_id,), argsrepr=argsrepr, kwargsrepr="{}")

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import redis
+from celery.app.registry import TaskRegistry
 
 from kagent import broker
 from kagent.celery import app
@@ -32,7 +33,17 @@ def without_ids(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def test_the_lean_message_is_what_send_task_sends(celery_queue):
+@pytest.mark.parametrize("registered", [False, True])
+def test_the_lean_message_is_what_send_task_sends(celery_queue, registered, monkeypatch):
+    # send_task takes the task's own time limits into the headers when this process has it registered (once the
+    # app is finalized, as in a worker; a web process usually hasn't): the lean message does the same.
+    if registered:
+        import runs.tasks  # noqa: F401  # what a worker has imported
+
+        app.finalize()
+        assert app._tasks.get(queue.EXECUTE_TASK) is not None
+    else:
+        monkeypatch.setattr(app, "_tasks", TaskRegistry())
     assert broker.lean_possible(app)  # the configuration the product (and the worker tests) run with Redis
     run_id = "run_01jh2m4c6kx8t3v5n7q9s1w3y5"
     app.send_task(queue.EXECUTE_TASK, args=(run_id,), argsrepr=f"('{run_id}',)", kwargsrepr="{}")
@@ -40,6 +51,7 @@ def test_the_lean_message_is_what_send_task_sends(celery_queue):
     queue.send_run(run_id)
     sent_lean = popped(celery_queue)
     assert sent_lean["properties"]["delivery_info"]["routing_key"] == celery_queue
+    assert sent_lean["headers"]["timelimit"] == ([900, 870] if registered else [None, None])
     assert without_ids(sent_lean) == without_ids(sent_by_celery)
     # And two messages never share an id (a worker's ack names the delivery tag).
     queue.send_run(run_id)
@@ -92,3 +104,16 @@ def test_a_publish_signal_receiver_or_a_task_sending_goes_through_send_task(monk
     assert broker.lean_possible(app)
     monkeypatch.setattr(type(app), "current_worker_task", property(lambda self: object()))
     assert not broker.lean_possible(app)  # the sweeper's resend: Celery records the task's lineage
+
+
+def test_a_task_with_options_the_lean_message_lacks_goes_through_send_task(monkeypatch):
+    import runs.tasks  # noqa: F401
+
+    app.finalize()
+    task = app._tasks[queue.EXECUTE_TASK]
+    monkeypatch.setattr(task, "_exec_options", {**task._get_exec_options(), "priority": 5})
+    assert not broker.send_lean(app, queue.EXECUTE_TASK, ("run_x",), "('run_x',)")
+    sent: list[Any] = []
+    monkeypatch.setattr(app, "send_task", lambda *args, **kwargs: sent.append(args))
+    queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y5")
+    assert sent == [("runs.execute",)]
