@@ -243,6 +243,7 @@ def test_a_business_configures_tests_publishes_and_watches_an_agent(
 
     # --- Run real actions: a test ticket -----------------------------------------------------------------------
     page.get_by_role("button", name="New conversation").click()
+    expect(page.locator("#panel .turn")).to_have_count(0)  # the new conversation's form is in place: fill that one
     page.get_by_label("Signed-in customer ID").fill("cust-42")
     page.get_by_role("switch", name="Run real actions").check()
     turn = send(page, "[script:panel-real] I want a refund for order 8812.")
