@@ -291,6 +291,9 @@ class Message(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages")
     role = models.CharField(max_length=10, choices=Role.choices)
     content = models.TextField()
+    # An answer's claims no tool result confirmed (its run's `output.unverified_claims`): what a customer is shown of
+    # the conversation later (a reload of the chat widget) must not be that answer's text.
+    unverified_claims = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
 

@@ -144,6 +144,17 @@ MESSAGE: Resource[Message] = Resource(
         "object": Const("message"),
         "role": Field({"enum": ["user", "assistant"]}, "role"),
         "content": Field({"type": "string"}, "content"),
+        "unverified_claims": Field(
+            {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": (
+                    "an assistant message's claims that no tool result confirmed (as its run's "
+                    "`output.unverified_claims`): don't show its content to the customer as it is"
+                ),
+            },
+            "unverified_claims",
+        ),
         "run": Field(_ID, "run_id"),
         "created_at": Timestamp("created_at"),
     },

@@ -560,8 +560,8 @@ WITH done AS (
     WHERE id = %(run)s AND status = ANY(%(sources)s) AND claims = %(held_by)s AND NOT cancel_requested
     RETURNING id, project_id, session_id, sandbox, {events.FOLLOWED_SQL}
 ), step AS ({_STEP_INSERT.format(source="done")}), message AS (
-    INSERT INTO runs_message (id, project_id, session_id, run_id, role, content, created_at)
-    SELECT %(message_id)s, project_id, session_id, id, %(role)s, %(text)s, %(now)s
+    INSERT INTO runs_message (id, project_id, session_id, run_id, role, content, unverified_claims, created_at)
+    SELECT %(message_id)s, project_id, session_id, id, %(role)s, %(text)s, %(claims)s::jsonb, %(now)s
     FROM done WHERE session_id IS NOT NULL
 ), events AS (
     INSERT INTO runs_runevent (run_id, type, ref, created_at)
@@ -597,6 +597,7 @@ def complete(
             "message_id": new_id("msg"),
             "role": ChatMessage.Role.ASSISTANT,
             "text": text,
+            "claims": _json(output.get("unverified_claims") or []),
             "step_event": RunEvent.Type.STEP_CREATED,
             "done_event": RunEvent.Type.COMPLETED,
             "webhook_event": new_id("evt"),
@@ -633,6 +634,7 @@ def complete(
                 run_id=run.pk,
                 role=ChatMessage.Role.ASSISTANT,
                 content=text,
+                unverified_claims=output.get("unverified_claims") or [],
                 created_at=now,
             )
     return Fence.WRITTEN

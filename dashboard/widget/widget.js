@@ -263,7 +263,10 @@
     ]).then(function (answers) {
       var earlier = document.createDocumentFragment(); // before anything sent meanwhile
       answers[1].data.slice().reverse().forEach(function (message) {
-        self.say(message.role === "user" ? "user" : "assistant", message.content, earlier);
+        if (message.role === "user") return self.say("user", message.content, earlier);
+        // As when it arrived: an answer with claims no tool result confirmed is not shown (see settle).
+        var unverified = message.unverified_claims && message.unverified_claims.length;
+        self.say("assistant", unverified ? UNCONFIRMED : message.content, earlier);
       });
       if (answers[0].status === "handed_off") {
         self.notice("handoff", "A person from the team will continue this conversation here.", earlier);

@@ -435,6 +435,12 @@ def test_an_answer_claiming_a_ticket_no_tool_made_never_reaches_the_customer(
         assert "TKT-99" not in log.inner_text()
         expect(log.locator(".message.assistant")).to_contain_text("couldn't confirm")
         assert Ticket.objects.count() == 0
+        # Nor later: a reload shows the conversation as stored, and that answer as it was shown.
+        page.reload()
+        page.get_by_role("button", name="Chat with us").click()
+        expect(log.locator(".message")).to_have_count(2, timeout=LIVE)
+        expect(log.locator(".message.assistant")).to_contain_text("couldn't confirm")
+        assert "TKT-99" not in log.inner_text()
         assert page.js_errors == []
     finally:
         page.context.close()

@@ -113,6 +113,7 @@ def test_ticket_for_a_verified_user_in_a_session(h):
     assert [m.role for m in Message.objects.filter(session=session).order_by("created_at")] == ["user", "assistant"]
     messages = h.api.get(f"/v1/sessions/{session}/messages").json()["data"]
     assert [m["content"] for m in messages] == ["I've opened ticket TKT-1 for you.", "my parcel is crushed"]
+    assert [m["unverified_claims"] for m in messages] == [[], []]  # a tool made the ticket it speaks of
 
 
 def test_ticket_numbers_count_up_per_project(h, bob, fake_llm):
@@ -146,6 +147,18 @@ def test_unverified_ticket_claim_is_pushed_back_twice_then_flagged(h):
     assert len(requests) == 3
     notices = [t for t in requests[2].user_texts if t.startswith("[K-Agent notice]")]
     assert len(notices) == 2 and "This is a repeat" in notices[1] and "TKT-99" in notices[0]
+
+
+def test_a_sessions_answer_keeps_its_unverified_claims_with_its_message(h):
+    # What the conversation shows later (the widget after a reload) must know that answer wasn't confirmed.
+    turns = [text("I've opened ticket TKT-99 for you."), text("Your ticket TKT-99 is open."), text("TKT-99 is open.")]
+    agent = h.agent("liar-in-session", turns)
+    session = h.session(agent)
+    run = h.run(agent, "open a ticket", session=session)
+    assert run["output"]["unverified_claims"] == ["ticket TKT-99"]
+    answer, asked = h.api.get(f"/v1/sessions/{session}/messages").json()["data"]
+    assert answer["role"] == "assistant" and answer["unverified_claims"] == ["ticket TKT-99"]
+    assert asked["role"] == "user" and asked["unverified_claims"] == []
 
 
 def test_a_model_that_corrects_itself_after_a_pushback(h):
