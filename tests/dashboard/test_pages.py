@@ -22,7 +22,7 @@ from hooks.services import endpoint_create
 from kagent.models import EgressEvent, Membership, Secret, User
 from kagent.secrets import secret_put
 from runs import engine
-from runs.models import Handoff, Run, Session, Ticket
+from runs.models import Handoff, Message, Run, Session, Ticket
 from runs.services import panel_session_create, run_create
 from tests.conftest import Tenant, make_tenant
 from tools.models import HttpTool
@@ -543,6 +543,19 @@ def test_desk_closes_and_reopens_tickets_and_handoffs(alice):
     assert 'badge ok">closed</span>' in flagged_row  # the flagged conversation, closed with its handoff
     conversation = client.get(f"/sessions/{session.pk}/").content.decode()
     assert "TKT-7" in conversation and "Threat" in conversation
+    assert "Unverified" not in conversation
+    # An answer whose claim no tool result confirmed is marked for the team (the customer didn't see it as written).
+    run = Run.objects.create(project=alice.project, agent=agent, session=session, input="ticket?", rate_key="x")
+    Message.objects.create(
+        project=alice.project,
+        session=session,
+        run=run,
+        role="assistant",
+        content="TKT-99 is open.",
+        unverified_claims=["ticket TKT-99"],
+    )
+    conversation = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert "TKT-99 is open." in conversation and "Unverified: ticket TKT-99" in conversation
 
 
 def test_the_desk_chart_counts_customers_runs_only(alice):
