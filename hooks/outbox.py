@@ -1,9 +1,9 @@
 """Recording webhook events: the outbox (issue #11: "recorded in the same transaction as what they report").
 
 An event is one row of `WebhookEvent`, written in the transaction (or the statement) of the change it reports, and
-only when the project has an enabled endpoint subscribed to its type: a project without endpoints pays nothing, and
-the run engine's hot-path statements carry the INSERT in their CTEs (`insert_sql`), guarded there by the same
-question, so they stay one statement each. Once the transaction commits, `hooks.dispatch` makes the event's
+only when the project has an enabled endpoint subscribed to its type: a project without endpoints pays nothing (a
+pause: one read, which renders its data when someone wants it), and the run engine's hot-path statements carry the
+INSERT in their CTEs (`insert_sql`), guarded there by the same question, so they stay one statement each. Once the transaction commits, `hooks.dispatch` makes the event's
 deliveries; the sweep dispatches what a crash left behind. Test-panel (sandbox) runs and test objects are never
 recorded.
 

@@ -29,10 +29,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import DateTimeField, ExpressionWrapper, F
+from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterRef
 from django.db.models.functions import Coalesce, Greatest, Now
 
 from hooks import outbox
+from hooks.models import WebhookEndpoint
 from kagent.ids import new_id
 from kagent.sql import execute, postgres
 from runs.models import Run, RunEvent, RunStep, ToolCall
@@ -125,8 +126,23 @@ def record_status(run_id: str, status: str) -> None:
 
 
 def _data_now(run_id: str, status: str) -> dict[str, Any] | None:
-    run = Run.objects.get(pk=run_id)
-    return None if run.sandbox else run_data(run, status)
+    """The pause's webhook data, when the project has an endpoint for it (one read: the run without the large
+    columns the API doesn't render, and whether anyone is subscribed). Never fails the pause: data that can't be
+    rendered now (there is no known way) is rendered at dispatch, as before."""
+    event = EVENT_OF_STATUS[status]
+    runs = Run.objects.defer("transcript", "tool_set", "config")
+    if postgres():
+        endpoints = WebhookEndpoint.objects.filter(project_id=OuterRef("project_id"), enabled=True)
+        runs = runs.annotate(subscribed=Exists(endpoints.filter(event_types__contains=[event])))
+    run = runs.get(pk=run_id)
+    subscribed = run.subscribed if postgres() else outbox.subscribed(run.project_id, event)  # type: ignore[attr-defined]
+    if run.sandbox or not subscribed:
+        return None
+    try:
+        return run_data(run, status)
+    except (TypeError, ValueError):
+        logger.exception("run %s: its pause's webhook data could not be rendered now", run_id)
+        return None
 
 
 def insert_sql(source: str, *, type_param: str, ref_param: str | None = None) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import Q, Value
 from django.utils import timezone
 
 from agents.models import Agent, AgentVersion
@@ -293,7 +293,11 @@ class Message(models.Model):
     content = models.TextField()
     # An answer's claims no tool result confirmed (its run's `output.unverified_claims`): what a customer is shown of
     # the conversation later (a reload of the chat widget) must not be that answer's text.
-    unverified_claims = models.JSONField(default=list, blank=True)
+    # The database keeps the default too: code from before this column (a worker still running during a deploy) can
+    # write messages without naming it.
+    unverified_claims = models.JSONField(
+        default=list, db_default=Value([], output_field=models.JSONField()), blank=True
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
 
