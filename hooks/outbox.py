@@ -3,9 +3,9 @@
 An event is one row of `WebhookEvent`, written in the transaction (or the statement) of the change it reports, and
 only when the project has an enabled endpoint subscribed to its type: a project without endpoints pays nothing (a
 pause: one read, which renders its data when someone wants it), and the run engine's hot-path statements carry the
-INSERT in their CTEs (`insert_sql`), guarded there by the same question, so they stay one statement each. Once the transaction commits, `hooks.dispatch` makes the event's
-deliveries; the sweep dispatches what a crash left behind. Test-panel (sandbox) runs and test objects are never
-recorded.
+INSERT in their CTEs (`insert_sql`), guarded there by the same question, so they stay one statement each. Once the
+transaction commits, `hooks.dispatch` makes the event's deliveries; the sweep dispatches what a crash left behind.
+Test-panel (sandbox) runs and test objects are never recorded.
 
 Who renders `data`: the desk's objects are rendered by the caller when recorded; so is a run's `run.requires_action`
 (what the app is asked is gone from the run once it answers); a run's terminal events are rendered when dispatched

@@ -22,7 +22,7 @@ from kagent.inputs import UNSET, is_set
 from kagent.models import ApiKey, Project
 from runs import events as run_events
 from runs import store as run_store
-from runs import transitions, webhooks
+from runs import transitions, truth, webhooks
 from runs.engine import client_output_shown
 from runs.identity import EndUserClaim, Identity, identity_resolve
 from runs.limits import bucket_held
@@ -88,12 +88,19 @@ def _session_for_run(
 
 
 def _history(session: Session) -> list[Message]:
+    """The session's last messages, for the model; an answer that kept unverified claims is followed by a notice
+    saying so (the customer may have been shown a neutral reply instead, and the claim is not a fact)."""
     rows = list(
         ChatMessage.objects.filter(session=session)
         .order_by("-created_at", "-id")
-        .values("role", "content")[:HISTORY_MESSAGES]
+        .values("role", "content", "unverified_claims")[:HISTORY_MESSAGES]
     )
-    return [Message.from_dict(dict(row)) for row in reversed(rows)]
+    history: list[Message] = []
+    for row in reversed(rows):
+        history.append(Message(role=row["role"], content=row["content"]))
+        if row["role"] == ChatMessage.Role.ASSISTANT and row["unverified_claims"]:
+            history.append(Message(role="notice", content=truth.history_notice(row["unverified_claims"])))
+    return history
 
 
 def _segment_for(

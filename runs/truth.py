@@ -162,6 +162,16 @@ def _find_claims(text: str, facts: RunFacts, claims: list[str], budget: _Budget)
             add(f"action claimed without a tool: {change.group(0)!r}")
 
 
+def history_notice(claims: list[str]) -> str:
+    """What the model is told after an earlier answer of the session that kept unverified claims (the chat widget
+    showed the customer a neutral reply instead): so that it doesn't go on as if they were true."""
+    listed = "; ".join(str(claim) for claim in claims)
+    return (
+        f"Your answer above claimed something no tool result confirmed ({listed}): it did not happen, and the "
+        "customer may not have been shown that answer. Don't build on it or repeat it as done."
+    )
+
+
 def pushback_notice(claims: list[str], attempt: int) -> str:
     listed = "; ".join(claims)
     repeat = "This is a repeat: " if attempt > 1 else ""

@@ -343,3 +343,18 @@ def test_a_model_answering_nul_and_lone_surrogates_does_not_fail_the_run(h):
     run = h.run(agent)
     assert run["status"] == "completed", run
     assert "\x00" not in run["output"]["text"] and run["output"]["text"].startswith("Hello")
+
+
+def test_the_next_run_of_a_session_is_told_an_earlier_answer_was_not_confirmed(h):
+    # The customer was shown a neutral reply instead of that answer (the widget): the model must not go on as if the
+    # ticket it claimed existed.
+    turns = [text("I've opened ticket TKT-99 for you."), text("Your ticket TKT-99 is open."), text("TKT-99 is open.")]
+    agent = h.agent("liar-then-asked", turns)
+    session = h.session(agent)
+    assert h.run(agent, "open a ticket", session=session)["output"]["unverified_claims"] == ["ticket TKT-99"]
+    h.run(agent, "so what's my ticket number?", session=session)
+    asked = [r for r in h.fake.requests("liar-then-asked") if r.user_texts[-1] == "so what's my ticket number?"]
+    history = asked[0].user_texts  # the later run's first request: the session so far, then the question
+    assert history[0] == "open a ticket" and history[-1] == "so what's my ticket number?"
+    [notice] = history[1:-1]
+    assert notice.startswith("[K-Agent notice]") and "no tool result confirmed (ticket TKT-99)" in notice
