@@ -17,7 +17,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from kagent import throttle
-from kagent.api import ProjectApi, json_response, lean_post, paginate, param_bool, param_choice, param_text, param_time
+from kagent.api import (
+    ProjectApi,
+    json_body,
+    json_response,
+    lean_post,
+    paginate,
+    param_bool,
+    param_choice,
+    param_text,
+    param_time,
+)
 from kagent.clients import client_address
 from kagent.converters import ID_PATTERN
 from kagent.errors import OUTAGES, Unprocessable
@@ -313,7 +323,7 @@ def _agent_alongside(request: HttpRequest) -> Alongside | None:
     try:
         if request.META.get("CONTENT_TYPE", "").split(";")[0].strip().lower() != "application/json":
             return None
-        data = json.loads(request.body)
+        data = json_body(request)  # parsed once: the request's own parse, after authentication, takes it from here
     except Exception:  # too large, not JSON, too deep: the parser says so in its turn
         return None
     if not isinstance(data, dict) or data.get("version") is not None or data.get("sandbox"):
