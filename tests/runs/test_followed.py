@@ -50,6 +50,24 @@ def listening(run_id: str) -> Iterator[Callable[[], int]]:
         subscription.close()
 
 
+def answered_call(run: Run, index: int) -> ToolCall:
+    """An HTTP tool call of `run` recorded as running, with the result its sender is about to write."""
+    call = ToolCall.objects.create(
+        project_id=run.project_id,
+        run_id=run.pk,
+        round=1,
+        index=index,
+        model_call_id=f"call_{index}",
+        requested_name="order_status",
+        name="order_status",
+        kind="http",
+        rate_key=run.rate_key,
+        status=ToolCall.Status.RUNNING,
+    )
+    call.status, call.result = ToolCall.Status.SUCCEEDED, {"ok": True}
+    return call
+
+
 def order_agent(h, upstream, name):
     setup_tool(h, upstream)
     return h.agent(
@@ -101,19 +119,7 @@ def test_a_follower_arriving_during_a_result_write_is_woken_by_it(h):
     # write could read the row from before the follower's commit, while the follower's look at the events had come
     # before the write's commit: the result's event would then wake nobody.)
     run = Run.objects.get(pk=h.start(h.agent("locked", [text("hi")]))["id"])
-    call = ToolCall.objects.create(
-        project_id=run.project_id,
-        run_id=run.pk,
-        round=1,
-        index=0,
-        model_call_id="call_1",
-        requested_name="order_status",
-        name="order_status",
-        kind="http",
-        rate_key=run.rate_key,
-        status=ToolCall.Status.RUNNING,
-    )
-    call.status, call.result = ToolCall.Status.SUCCEEDED, {"ok": True}
+    call = answered_call(run, 0)
     written = threading.Event()
 
     def write_the_result() -> None:
@@ -154,20 +160,7 @@ def test_a_busy_stream_keeps_its_run_followed(h, monkeypatch):
         time.sleep(0.5)  # the stream is subscribed and following
         deadline = time.monotonic() + 5.0  # well past the first mark's end, with events all along
         while time.monotonic() < deadline:
-            call = ToolCall.objects.create(
-                project_id=run.project_id,
-                run_id=run.pk,
-                round=1,
-                index=writes,
-                model_call_id=f"call_{writes}",
-                requested_name="order_status",
-                name="order_status",
-                kind="http",
-                rate_key=run.rate_key,
-                status=ToolCall.Status.RUNNING,
-            )
-            call.status, call.result = ToolCall.Status.SUCCEEDED, {"ok": True}
-            store.record_result(call, now=timezone.now())
+            store.record_result(answered_call(run, writes), now=timezone.now())
             writes += 1
             time.sleep(0.25)
         assert heard() == writes  # every result woke the stream
