@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -399,7 +400,7 @@ def main() -> None:
             try:
                 ok, report = SCENARIOS[name](ctx)
             except Exception as exc:  # a scenario that crashes fails; the others still run
-                ok, report = False, {"crashed": repr(exc)[:500]}
+                ok, report = False, {"crashed": repr(exc)[:500], "where": traceback.format_exc().splitlines()[-12:]}
             results[name] = ok
             report["scenario_seconds"] = round(time.monotonic() - t0, 1)
             print_report(f"{name}: {'PASS' if ok else 'FAIL'}", report)

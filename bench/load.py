@@ -245,6 +245,7 @@ def run_load(
     answerer.join(timeout=10)
     if fault:
         fault.join(timeout=120)
+        connection.close()  # the fault may have restarted the database under it: the figures on a fresh one
     statuses = Counter(project_runs.values_list("status", flat=True))
     errors = Counter(
         (e or {}).get("code", "") for e in project_runs.filter(status="failed").values_list("last_error", flat=True)
