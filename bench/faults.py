@@ -388,7 +388,7 @@ def main() -> None:
             settings={
                 "KAGENT_RUN_LEASE_SECONDS": "3",
                 "KAGENT_SWEEP_SECONDS": "1",
-                "KAGENT_RUN_RESEND_SECONDS": "5",
+                "KAGENT_RUN_RESEND_MISSING_SECONDS": "5",
                 "KAGENT_LLM_TIMEOUT_S": "1",
             },
         ).start()

@@ -57,11 +57,10 @@ def _client(url: str) -> Any:
 LEAN_TRANSPORT_OPTIONS = frozenset({"visibility_timeout"})
 
 
-def lean_possible(app: Celery) -> bool:
-    """Whether `send_lean` sends exactly what `send_task` would, where `send_task` would: our Redis transport on a
-    plain URL with no transport option that changes a key or a connection (a key prefix, TLS, another write URL),
-    no routes or queues of its own, no publish signal receivers, not eager, not from inside a task (Celery then
-    records the task's lineage: the sweeper's resend)."""
+def _plain_default_queue(app: Celery) -> bool:
+    """Our Redis transport on a plain URL with no transport option that changes a key or a connection (a key
+    prefix, TLS, another write URL), and no routes or queues of its own: every task message is on the default
+    queue's lists, under their plain names."""
     conf = app.conf
     return (
         conf.broker_transport == "kagent.broker:Transport"
@@ -71,6 +70,16 @@ def lean_possible(app: Celery) -> bool:
         and str(conf.broker_url).startswith("redis://")
         and not conf.task_routes
         and not conf.task_queues
+    )
+
+
+def lean_possible(app: Celery) -> bool:
+    """Whether `send_lean` sends exactly what `send_task` would, where `send_task` would: the default queue on our
+    Redis transport (`_plain_default_queue`), no publish signal receivers, not eager, not from inside a task (Celery
+    then records the task's lineage: the sweeper's resend)."""
+    conf = app.conf
+    return (
+        _plain_default_queue(app)
         and not conf.task_always_eager
         and conf.task_serializer == "json"
         and conf.task_protocol == 2
@@ -137,3 +146,41 @@ def send_lean(app: Celery, name: str, args: tuple[Any, ...], argsrepr: str) -> b
     }
     _client(app.conf.broker_url).lpush(queue, json.dumps(message))
     return True
+
+
+def waiting_arguments(app: Celery, name: str, *, limit: int = 5000) -> set[str] | None:
+    """The first argument of every message of task `name` waiting on the default queue (each of its priority lists),
+    not yet taken by a worker; None when that can't be told: another broker or routing, more than `limit` messages
+    waiting, Redis out of reach. (The sweeper's test of a run's message being lost: see runs.services.run_sweep.)"""
+    if not _plain_default_queue(app):
+        return None
+    queue = app.conf.task_default_queue
+    lists = [queue] + [f"{queue}{redis.Channel.sep}{step}" for step in redis.PRIORITY_STEPS if step]
+    try:
+        client = _client(app.conf.broker_url)
+        lengths = client.pipeline(transaction=False)
+        for key in lists:
+            lengths.llen(key)
+        if sum(lengths.execute()) > limit:
+            return None
+        contents = client.pipeline(transaction=False)
+        for key in lists:
+            contents.lrange(key, 0, limit)
+        raws = [raw for listed in contents.execute() for raw in listed]
+    except redis_py.RedisError:
+        return None
+    found = set()
+    for raw in raws:
+        try:
+            message = json.loads(raw)
+            if message["headers"]["task"] != name:
+                continue
+            body = message["body"]
+            if message["properties"].get("body_encoding") == "base64":
+                body = base64.b64decode(body)
+            args = json.loads(body)[0]
+        except (ValueError, KeyError, TypeError, IndexError):
+            continue  # not a message of ours: it names no run
+        if args and isinstance(args[0], str):
+            found.add(args[0])
+    return found

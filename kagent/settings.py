@@ -311,6 +311,9 @@ KAGENT_SWEEP_SECONDS = float(os.environ.get("KAGENT_SWEEP_SECONDS", "10"))
 # A run still queued this long after it was sent is sent again (its message was lost with the broker); a second
 # message is harmless, the claim lets one worker through.
 KAGENT_RUN_RESEND_SECONDS = int(os.environ.get("KAGENT_RUN_RESEND_SECONDS", "300"))
+# Sooner when the run's message is no longer waiting on the broker's queue (a worker took it and was killed before
+# its claim, or Redis restarted empty): the sweeper reads the queue to tell.
+KAGENT_RUN_RESEND_MISSING_SECONDS = int(os.environ.get("KAGENT_RUN_RESEND_MISSING_SECONDS", "30"))
 
 
 # --- Webhooks ----------------------------------------------------------------------------------------

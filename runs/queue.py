@@ -36,3 +36,9 @@ def send_run(run_id: str) -> None:
     if broker.lean_possible(app) and broker.send_lean(app, EXECUTE_TASK, (run_id,), argsrepr):
         return  # the same message as below, without kombu's producer
     app.send_task(EXECUTE_TASK, args=(run_id,), argsrepr=argsrepr, kwargsrepr="{}")
+
+
+def runs_waiting() -> set[str] | None:
+    """The ids of the runs whose message waits on the broker's queue, not yet taken by a worker; None when that
+    can't be told (see kagent.broker.waiting_arguments)."""
+    return broker.waiting_arguments(app, EXECUTE_TASK)

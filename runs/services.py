@@ -7,7 +7,7 @@ import json
 import logging
 from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -29,7 +29,7 @@ from runs.limits import bucket_held
 from runs.llm import Message
 from runs.models import Handoff, Run, RunEvent, RunStep, Segment, Session, Ticket, ToolCall
 from runs.models import Message as ChatMessage
-from runs.queue import enqueue_run, send_run
+from runs.queue import enqueue_run, runs_waiting, send_run
 from runs.selectors import session_get
 from tools.models import HttpTool
 from tools.toolset import ToolSetFacts, tool_set_build, tool_set_json, without_client_tools
@@ -556,6 +556,32 @@ def run_purge(*, run: Run) -> None:
         RunStep.objects.filter(run_id=run.pk).update(data={})
 
 
+def _resend_lost_messages(now: datetime) -> int:
+    """Sends again the message of each run still queued whose message is lost: once it has waited
+    KAGENT_RUN_RESEND_SECONDS in any case (a long backlog, a broker whose queue can't be read), and after
+    KAGENT_RUN_RESEND_MISSING_SECONDS when its message is no longer waiting on the broker's queue (taken by a worker
+    that was killed before it claimed the run, or gone with a broker that restarted empty). A second message is
+    harmless: the claim lets one worker through."""
+    resend_before = now - timedelta(seconds=settings.KAGENT_RUN_RESEND_SECONDS)
+    missing_s = min(settings.KAGENT_RUN_RESEND_MISSING_SECONDS, settings.KAGENT_RUN_RESEND_SECONDS)
+    missing_before = now - timedelta(seconds=missing_s)
+    stale = list(
+        Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=missing_before)
+        .order_by("queued_at")
+        .values_list("pk", "queued_at")[:500]
+    )
+    waiting = None
+    if any(queued_at >= resend_before for _, queued_at in stale):  # read the queue only when it decides something
+        waiting = runs_waiting()
+    resent = 0
+    for run_id, queued_at in stale:
+        lost = queued_at < resend_before or (waiting is not None and run_id not in waiting)
+        if lost and Run.objects.filter(pk=run_id, status=Run.Status.QUEUED, queued_at=queued_at).update(queued_at=now):
+            send_run(run_id)
+            resent += 1
+    return resent
+
+
 def run_sweep() -> dict[str, int]:
     """The periodic safety net: re-queue runs whose worker died, resend lost queue messages, expire paused runs,
     purge unread `store: false` runs."""
@@ -575,13 +601,7 @@ def run_sweep() -> dict[str, int]:
             logger.warning("run %s: lease expired (worker lost); re-queued", run_id)
             send_run(run_id)
             counts["requeued"] += 1
-    resend_before = now - timedelta(seconds=settings.KAGENT_RUN_RESEND_SECONDS)
-    for run_id in Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=resend_before).values_list(
-        "pk", flat=True
-    )[:500]:
-        Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(queued_at=now)
-        send_run(run_id)
-        counts["resent"] += 1
+    counts["resent"] = _resend_lost_messages(now)
     for run in Run.objects.filter(status=Run.Status.REQUIRES_ACTION, expires_at__lte=now)[:500]:
         counts["expired"] += run_expire_if_due(run=run)
     for run in Run.objects.filter(

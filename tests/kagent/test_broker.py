@@ -117,3 +117,27 @@ def test_a_task_with_options_the_lean_message_lacks_goes_through_send_task(monke
     monkeypatch.setattr(app, "send_task", lambda *args, **kwargs: sent.append(args))
     queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y5")
     assert sent == [("runs.execute",)]
+
+
+def test_the_runs_waiting_on_the_queue_are_read_from_every_priority_list(celery_queue):
+    assert queue.runs_waiting() == set()
+    queue.send_run("run_a")
+    app.send_task(queue.EXECUTE_TASK, args=("run_b",), priority=6)  # kombu's list of priority 6
+    app.send_task("hooks.deliver", args=("run_c",))  # another task: names no run
+    assert queue.runs_waiting() == {"run_a", "run_b"}
+    # More waiting than it will read: it can't tell (the sweeper then keeps to KAGENT_RUN_RESEND_SECONDS).
+    assert broker.waiting_arguments(app, queue.EXECUTE_TASK, limit=2) is None
+    client = redis.Redis.from_url(app.conf.broker_url)
+    client.lpush(celery_queue, b"not json")
+    client.delete(celery_queue + "\x06\x166")
+    assert queue.runs_waiting() == {"run_a"}  # what isn't a task message is skipped
+
+
+def test_a_queue_it_cannot_read_is_none(celery_queue):
+    queue.send_run("run_a")
+    previous, app.conf.task_routes = app.conf.task_routes, {queue.EXECUTE_TASK: {"queue": "elsewhere"}}
+    try:
+        assert queue.runs_waiting() is None  # the runs' messages may be on another queue
+    finally:
+        app.conf.task_routes = previous
+    assert queue.runs_waiting() == {"run_a"}
