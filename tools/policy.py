@@ -86,8 +86,11 @@ def parse_arguments(raw: str) -> tuple[Any, str | None]:
     if raw is None or not str(raw).strip():
         return {}, None
     try:
-        return json.loads(raw), None
-    except (ValueError, TypeError) as exc:
+        value = json.loads(raw)
+        # Valid JSON can still hold what UTF-8 can't ("\ud800", also as a key): refused here, not raised later.
+        json.dumps(value, ensure_ascii=False).encode()
+        return value, None
+    except (ValueError, TypeError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
         return None, f"The arguments are not valid JSON ({exc.__class__.__name__}). Send a JSON object."
 
 
