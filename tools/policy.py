@@ -81,14 +81,36 @@ def arguments_hash(arguments: Any) -> str:
     return hashlib.sha256(json.dumps(arguments, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
+# Deeper than any tool's parameters go: everything after the parse (the hash, the schema, the templating) walks
+# the arguments recursively, so they are bounded here, where a refusal is a clear invalid_arguments.
+MAX_ARGUMENT_DEPTH = 32
+
+
+def _depth(value: Any) -> int:
+    deepest, level = 0, [(value, 1)]
+    while level:
+        node, depth = level.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_ARGUMENT_DEPTH:
+            break
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        level.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
+
+
 def parse_arguments(raw: str) -> tuple[Any, str | None]:
     """The model's JSON arguments, or an explanation of why they aren't JSON. Empty means {}."""
     if raw is None or not str(raw).strip():
         return {}, None
     try:
-        return json.loads(raw), None
-    except (ValueError, TypeError) as exc:
+        value = json.loads(raw)
+        # Valid JSON can still hold what UTF-8 can't ("\ud800", also as a key): refused here, not raised later.
+        json.dumps(value, ensure_ascii=False).encode()
+    except (ValueError, TypeError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
         return None, f"The arguments are not valid JSON ({exc.__class__.__name__}). Send a JSON object."
+    if _depth(value) > MAX_ARGUMENT_DEPTH:
+        return None, f"The arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep. Send a flat JSON object."
+    return value, None
 
 
 def _normalized(spec: ToolSpec | None, arguments: Any) -> Any:

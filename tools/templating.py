@@ -455,7 +455,7 @@ def _render_url(origin: _Origin, resolver: _Resolver) -> str:
 
 
 def _render_header(name: Any, template: Any, resolver: _Resolver, earlier: Mapping[str, str]) -> str:
-    if not isinstance(name, str) or not _HEADER_NAME_RE.match(name) or not isinstance(template, str):
+    if not isinstance(name, str) or not _HEADER_NAME_RE.fullmatch(name) or not isinstance(template, str):
         raise TemplateError("invalid_template", "header names must be tokens and values strings")
     if is_tenant_forbidden_header(name):
         raise TemplateError("forbidden_header", f"the {name} header cannot be set by a tool")
@@ -464,7 +464,7 @@ def _render_header(name: Any, template: Any, resolver: _Resolver, earlier: Mappi
     value = "".join(
         piece if isinstance(piece, str) else resolver.value(piece, "header") for piece in _split(template, name)
     )
-    if not _HEADER_VALUE_RE.match(value):
+    if not _HEADER_VALUE_RE.fullmatch(value):
         raise TemplateError("invalid_header_value", f"the {name} header value holds characters not allowed there")
     return value
 

@@ -46,12 +46,12 @@ _HEADER_VALUE_RE = re.compile(r"^[\x20-\x7e\t]{0,8192}$")
 def check_headers(headers: dict[str, str]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for name, value in headers.items():
-        if not isinstance(name, str) or not isinstance(value, str) or not _HEADER_NAME_RE.match(name):
+        if not isinstance(name, str) or not isinstance(value, str) or not _HEADER_NAME_RE.fullmatch(name):
             raise EgressError("invalid_request", "malformed header name")
         lowered = name.lower()
         if lowered in TRANSPORT_HEADERS or lowered.startswith(FORBIDDEN_HEADER_PREFIXES):
             raise EgressError("header_not_allowed", f"the {name} header is set by K-Agent or not allowed")
-        if not _HEADER_VALUE_RE.match(value):
+        if not _HEADER_VALUE_RE.fullmatch(value):
             raise EgressError("invalid_request", f"the {name} header value holds characters that are not allowed")
         out.append((name, value))
     return out

@@ -275,3 +275,17 @@ def test_only_the_checks_reached_cost_a_lookup() -> None:
     assert lookups.asked == []  # an escalation with no limits asks nothing
     assert policy_check(context(lookups), "create_ticket", json.dumps(SAMPLES["create_ticket"])).allowed
     assert lookups.asked == ["actions_paused", "open_ticket_number", "tickets_last_day"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"order": "88\\ud80012"}',  # a lone surrogate: valid JSON that UTF-8 can't hold
+        '{"order": "8812", "\\udc00": 1}',  # ... as a key
+        '{"order": ' + "[" * 5000 + "]" * 5000 + "}",  # too deep for the parser
+        '{"order": ' + "[" * 100 + "]" * 100 + "}",  # parsed, but deeper than any tool's arguments go
+    ],
+)
+def test_arguments_that_cannot_be_read_safely_are_refused_not_raised(raw: str) -> None:
+    decision = policy_check(context(), "refund", raw)
+    assert (decision.allowed, decision.code) == (False, "invalid_arguments")

@@ -461,3 +461,15 @@ def test_valid_arguments_always_render_with_the_same_structure(a: str, b: str, c
         ("z", unquote(segments[4].decode())),
     ]
     assert rendered.headers["X-B"] == b.translate(str.maketrans("٣۷", "37"))
+
+
+@pytest.mark.parametrize(
+    ("header", "kwargs"),
+    [
+        ("{{var.store_lf}}", {"variables": {"store_lf": "riyadh-1\n"}}),
+        ("{{end_user.traits.tier}}", {"end_user": EndUserIdentity("cus_42", {"tier": "gold\n"})}),
+        ("{{secret.LF}}", {"secret_lookup": lambda n: SecretValue("tok_live\n", ("api.example.com",))}),
+    ],
+)
+def test_a_header_value_ending_in_a_line_feed_is_refused(header, kwargs):
+    assert refused(tool_with(headers={"X-Value": header}), **kwargs).code == "invalid_header_value"

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from kagent.egress import EgressClient, EgressError, resolver
+from kagent.models import EgressEvent
 from tools.templating import TemplateError, render_request
 
 
@@ -154,3 +155,22 @@ def test_a_catastrophic_pattern_is_bounded_at_render_time_too():
     except TemplateError as exc:
         assert exc.code == "invalid_arguments"
     assert time.monotonic() - started < 2
+
+
+@pytest.mark.django_db
+def test_a_header_value_ending_in_a_line_feed_is_refused_before_connecting(client, base_url, upstream):
+    # `$` matches before a final newline: the check must take the whole value, not leave it to h11 after the
+    # connection and the TLS handshake.
+    with pytest.raises(EgressError) as info:
+        client.request(
+            project_id=None,
+            purpose="http_tool",
+            method="GET",
+            url=f"{base_url}/echo",
+            headers={"X-A": "token\n"},
+            body=None,
+            timeout_ms=3000,
+        )
+    assert info.value.code == "invalid_request"
+    assert upstream.sni_names == []  # nothing was sent, not even a handshake
+    assert EgressEvent.objects.get().decision == "refused"
