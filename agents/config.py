@@ -17,7 +17,7 @@ from tools.arguments import schema_refusal
 from tools.builtins import BUILTIN_NAMES
 
 RULES_MAX = 4000
-SECRET_NAME_PATTERN = "^[A-Z][A-Z0-9_]{0,63}$"
+SECRET_NAME_PATTERN = r"^[A-Z][A-Z0-9_]{0,63}(?!\n)$"
 
 AGENT_CONFIG_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -45,7 +45,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
             "type": "object",
             "maxProperties": 50,
             # linear: anchored, one class, bounded
-            "propertyNames": {"pattern": "^[a-z][a-z0-9_]{0,63}$"},
+            "propertyNames": {"pattern": r"^[a-z][a-z0-9_]{0,63}(?!\n)$"},
             "additionalProperties": {"type": "string", "maxLength": 1000},
         },
         "tools": {
@@ -76,7 +76,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                         "required": ["tool"],
                         "properties": {
                             # linear: anchored, one class, bounded
-                            "tool": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,29}$"},
+                            "tool": {"type": "string", "pattern": r"^[a-z][a-z0-9_]{0,29}(?!\n)$"},
                             "enabled": {"type": "boolean"},
                             "rules": {"type": "string", "maxLength": RULES_MAX},
                         },

@@ -31,7 +31,7 @@ M = TypeVar("M", bound=Model)
 
 MAX_LIMIT = 100
 # linear: anchored, bounded length
-CURSOR_RE = re.compile(rf"^{ID_PATTERN}$")
+CURSOR_RE = re.compile(rf"^{ID_PATTERN}\Z")
 DEFAULT_LIMIT = 20
 
 

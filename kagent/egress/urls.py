@@ -24,13 +24,13 @@ class TargetUrl:
 
 
 # linear: anchored, at most 63 characters
-_LABEL_RE = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
+_LABEL_RE = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\Z")
 # linear: anchored, one class per branch
-_NUMERIC_LABEL_RE = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)$")
+_NUMERIC_LABEL_RE = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)\Z")
 # linear: anchored, at most 3 characters
-_CANONICAL_OCTET_RE = re.compile(r"^(?:0|[1-9][0-9]{0,2})$")
+_CANONICAL_OCTET_RE = re.compile(r"^(?:0|[1-9][0-9]{0,2})\Z")
 # linear: anchored, one class
-_URL_CHARS_RE = re.compile(r"^[\x21-\x7e]+$")  # printable ASCII, no space
+_URL_CHARS_RE = re.compile(r"^[\x21-\x7e]+\Z")  # printable ASCII, no space
 _SCHEME = "https://"
 
 

@@ -93,6 +93,8 @@ INVALID_CONFIGS = [
     ({"model": {"provider": "openai_compatible", "base_url": "http://10.0.0.1/v1"}}, "$.model.base_url"),
     ({"model": {"provider": "openai_compatible", "base_url": "https://llm.example.com/v1"}}, "$.model"),
     ({"variables": {"Store-Id": "1"}}, "$.variables"),
+    ({"variables": {"store_id\n": "1"}}, "$.variables"),  # `$` alone would take a final newline
+    ({"model": {"provider": "openai_compatible", "api_key_secret": "LLM_KEY\n"}}, "$.model.api_key_secret"),
     ({"variables": {"store_id": 1}}, "$.variables.store_id"),
     ({"business_hours": {"timezone": "Mars/Olympus"}}, "$.business_hours.timezone"),
     (

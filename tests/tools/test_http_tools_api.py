@@ -88,6 +88,7 @@ HOSTILE = [
     ("invalid_tool_name", order_status(name="a" * 31)),
     ("invalid_tool_name", order_status(name="order-status")),
     ("invalid_tool_name", order_status(name="")),
+    ("invalid_tool_name", order_status(name="order_status\n")),  # `$` alone would take a final newline
     ("tool_name_conflict", order_status(name="transfer_to_human")),
     ("tool_name_conflict", order_status(name="create_ticket")),
     ("tool_name_conflict", order_status(name="search_knowledge")),
