@@ -30,11 +30,16 @@ CHECK_BUDGET_S = 1.0
 UNCHECKED_CLAIM = "the answer could not be checked in time"
 
 _AR = "\u0600-\u06ff"
-_NOT_AR_BEFORE = f"(?<![{_AR}])"
+# Not inside an Arabic word, but after an attached conjunction (و "and", ف "so"): "وتم تحويل محادثتك".
+_NOT_AR_BEFORE = f"(?<![{_AR}])[وف]?"
+# "ticket" and "your ticket" (ة is written ت before a suffix: تذكرتك, تذكرتكم).
+_AR_TICKET = "تذكر(?:ة|تك|تكم)"
+# Typographic apostrophes as the ASCII one the patterns use ("I’ve" is "I've").
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 _OBJECT = r"(?:you|this|your\s+\w+|the\s+(?:conversation|chat|case|request)|it)"
 _CHANGE_VERBS = (
     r"cancell?ed|updated|changed|booked|created|submitted|processed|refunded|issued|scheduled|rescheduled|reset|"
-    r"opened|confirmed|applied|removed|deleted|placed|sent|activated|deactivated|upgraded|downgraded"
+    r"opened|raised|logged|filed|lodged|registered|confirmed|applied|removed|deleted|placed|sent|activated|deactivated|upgraded|downgraded"
 )
 _ADVERBS = r"(?:(?:just|now|already|successfully|also|gone ahead and|went ahead and)\s+)*"
 
@@ -43,8 +48,8 @@ _TICKET_CODE_RE = regex.compile(r"\bTKT[-\s]?(\d+)\b", regex.IGNORECASE)
 # linear: a literal word first, then optional parts separated by at most one (squeezed) whitespace character each.
 _TICKET_WORD_RE = regex.compile(
     r"\bticket\s?(?:number|no\.?|id|#)?\s?(?:is|was|:)?\s?#?\s?(?:TKT-?)?(\d{2,})\b"
-    rf"|{_NOT_AR_BEFORE}(?:ال)?تذكرة\s?(?:رقم)?\s?:?\s?#?\s?(\d+)"
-    rf"|{_NOT_AR_BEFORE}رقم\s(?:ال)?تذكرة\s?(?:هو|هي)?\s?:?\s?#?\s?(\d+)",
+    rf"|{_NOT_AR_BEFORE}(?:ال)?{_AR_TICKET}\s?(?:رقم)?\s?:?\s?#?\s?(\d+)"
+    rf"|{_NOT_AR_BEFORE}رقم\s(?:ال)?{_AR_TICKET}\s?(?:هو|هي)?\s?:?\s?#?\s?(\d+)",
     regex.IGNORECASE,
 )
 # linear: every branch starts on a literal word; \s+ meets one squeezed character; each adverb turn needs a word.
@@ -56,6 +61,9 @@ _HANDOFF_RE = regex.compile(
     r"(?:been\s+)?(?:transferred|escalated|handed over|passed on|forwarded)\b"
     r"|\b(?:a|an|our)\s(?:(?:human|live|support)\s)?(?:agent|representative|team member|specialist|colleague)s?\s+"
     r"(?:will|is going to|are going to)\s+(?:join|take over|contact|be with|reach out|get back|continue)\b"
+    r"|\b(?:our|the)\s(?:(?:support|service|customer service|care)\s)?team\s+(?:will|is going to)\s+"
+    r"(?:contact|call|reach out|get back|be in touch|follow up|take over|continue)\b"
+    r"|\b(?:someone|a member|one)\s(?:from|of)\s(?:our|the)\s(?:(?:support|service)\s)?team\s+(?:will|is going to)\b"
     rf"|{_NOT_AR_BEFORE}(?:تم\s+تحويل|قمت\s+بتحويل|سيتم\s+تحويل|حولت|حوّلت|تم\s+تصعيد|قمت\s+بتصعيد|سيتم\s+تصعيد"
     r"|تم\s+نقل\s+(?:محادثتك|المحادثة|طلبك)|سيتواصل\s+معك|سيقوم\s+أحد)",
     regex.IGNORECASE,
@@ -124,7 +132,7 @@ def _shown(number: str) -> str:
 def unverified_claims(text: str, facts: RunFacts) -> list[str]:
     claims: list[str] = []
     try:
-        _find_claims(_squeeze(normalize_digits(text)), facts, claims, _Budget(CHECK_BUDGET_S))
+        _find_claims(_squeeze(normalize_digits(text).translate(_APOSTROPHES)), facts, claims, _Budget(CHECK_BUDGET_S))
     except TimeoutError:
         if UNCHECKED_CLAIM not in claims:
             claims.append(UNCHECKED_CLAIM)
