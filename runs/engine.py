@@ -32,11 +32,12 @@ from runs.lease import KEEPER, lease
 from runs.limits import bucket_held
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
 from runs.models import Handoff, Run, RunEvent, RunStep, Ticket, ToolCall
+from tools.builtins import Effect
 from tools.http_call import http_tool_call
 from tools.policy import Decision, PolicyContext, parse_arguments, policy_check
 from tools.shaping import DATA_NOTICE
 from tools.templating import EndUserIdentity
-from tools.toolset import ToolSpec, tool_set_from_json
+from tools.toolset import ToolKind, ToolSpec, tool_set_from_json
 
 logger = logging.getLogger(__name__)
 
@@ -564,7 +565,7 @@ class Engine:
 
     def _facts(self) -> truth.RunFacts:
         tickets: set[str] = set()
-        handoff, any_success, last_failed = False, False, None
+        handoff, any_success, ticket_made, last_failed = False, False, False, None
         for call in self.calls:
             if call.name == "create_ticket":
                 # A ticket number a create_ticket result names (a new ticket, or the open one a refusal points to).
@@ -572,6 +573,11 @@ class Engine:
             if call.status == ToolCall.Status.SUCCEEDED:
                 any_success = True
                 handoff = handoff or call.name == "transfer_to_human"
+                ticket_made = (
+                    ticket_made
+                    or call.name == "create_ticket"
+                    or (call.kind != ToolKind.BUILTIN and call.effect == Effect.ACTION)
+                )
                 last_failed = None
             elif call.status == ToolCall.Status.FAILED or (
                 call.status == ToolCall.Status.REFUSED and call.policy_code != "duplicate_call"
@@ -593,7 +599,11 @@ class Engine:
                 and Handoff.objects.filter(session_id=run.session_id, status=Handoff.Status.OPEN).exists()
             )
 
-        return truth.RunFacts(ticket_numbers, handoff_done, any_success, last_failed)
+        def numbers_seen() -> frozenset[str]:
+            results = (c.result for c in self.calls if c.status == ToolCall.Status.SUCCEEDED)
+            return truth.numbers_in(json.dumps([r for r in results if r is not None], ensure_ascii=False))
+
+        return truth.RunFacts(ticket_numbers, handoff_done, any_success, last_failed, ticket_made, numbers_seen)
 
     def _finish_with_answer(self, text: str, step: RunStep) -> bool:
         """True when the run completed; False when the answer was pushed back to the model."""

@@ -8,6 +8,7 @@ sentence, so "Sorry for the wait! I've cancelled your order." is still a claim.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,11 +31,16 @@ CHECK_BUDGET_S = 1.0
 UNCHECKED_CLAIM = "the answer could not be checked in time"
 
 _AR = "\u0600-\u06ff"
-_NOT_AR_BEFORE = f"(?<![{_AR}])"
+# Not inside an Arabic word, but after an attached conjunction (و "and", ف "so"): "وتم تحويل محادثتك".
+_NOT_AR_BEFORE = f"(?<![{_AR}])[وف]?"
+# "ticket" and "your ticket" (ة is written ت before a suffix: تذكرتك, تذكرتكم).
+_AR_TICKET = "تذكر(?:ة|تك|تكم)"
+# Typographic apostrophes as the ASCII one the patterns use ("I’ve" is "I've").
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 _OBJECT = r"(?:you|this|your\s+\w+|the\s+(?:conversation|chat|case|request)|it)"
 _CHANGE_VERBS = (
     r"cancell?ed|updated|changed|booked|created|submitted|processed|refunded|issued|scheduled|rescheduled|reset|"
-    r"opened|confirmed|applied|removed|deleted|placed|sent|activated|deactivated|upgraded|downgraded"
+    r"opened|raised|logged|filed|lodged|registered|confirmed|applied|removed|deleted|placed|sent|activated|deactivated|upgraded|downgraded"
 )
 _ADVERBS = r"(?:(?:just|now|already|successfully|also|gone ahead and|went ahead and)\s+)*"
 
@@ -43,8 +49,8 @@ _TICKET_CODE_RE = regex.compile(r"\bTKT[-\s]?(\d+)\b", regex.IGNORECASE)
 # linear: a literal word first, then optional parts separated by at most one (squeezed) whitespace character each.
 _TICKET_WORD_RE = regex.compile(
     r"\bticket\s?(?:number|no\.?|id|#)?\s?(?:is|was|:)?\s?#?\s?(?:TKT-?)?(\d{2,})\b"
-    rf"|{_NOT_AR_BEFORE}(?:ال)?تذكرة\s?(?:رقم)?\s?:?\s?#?\s?(\d+)"
-    rf"|{_NOT_AR_BEFORE}رقم\s(?:ال)?تذكرة\s?(?:هو|هي)?\s?:?\s?#?\s?(\d+)",
+    rf"|{_NOT_AR_BEFORE}(?:ال)?{_AR_TICKET}\s?(?:رقم)?\s?:?\s?#?\s?(\d+)"
+    rf"|{_NOT_AR_BEFORE}رقم\s(?:ال)?{_AR_TICKET}\s?(?:هو|هي)?\s?:?\s?#?\s?(\d+)",
     regex.IGNORECASE,
 )
 # linear: every branch starts on a literal word; \s+ meets one squeezed character; each adverb turn needs a word.
@@ -56,13 +62,17 @@ _HANDOFF_RE = regex.compile(
     r"(?:been\s+)?(?:transferred|escalated|handed over|passed on|forwarded)\b"
     r"|\b(?:a|an|our)\s(?:(?:human|live|support)\s)?(?:agent|representative|team member|specialist|colleague)s?\s+"
     r"(?:will|is going to|are going to)\s+(?:join|take over|contact|be with|reach out|get back|continue)\b"
+    r"|\b(?:our|the)\s(?:(?:support|service|customer service|care)\s)?team\s+(?:will|is going to)\s+"
+    r"(?:contact|call|reach out|get back|be in touch|follow up|take over|continue)\b"
+    r"|\b(?:someone|a member|one)\s(?:from|of)\s(?:our|the)\s(?:(?:support|service)\s)?team\s+(?:will|is going to)\b"
     rf"|{_NOT_AR_BEFORE}(?:تم\s+تحويل|قمت\s+بتحويل|سيتم\s+تحويل|حولت|حوّلت|تم\s+تصعيد|قمت\s+بتصعيد|سيتم\s+تصعيد"
     r"|تم\s+نقل\s+(?:محادثتك|المحادثة|طلبك)|سيتواصل\s+معك|سيقوم\s+أحد)",
     regex.IGNORECASE,
 )
 # linear: as _HANDOFF_RE.
 _CHANGE_RE = regex.compile(
-    rf"\b(?:I|we)(?:'ve| have)?\s+{_ADVERBS}(?:{_CHANGE_VERBS})\b"
+    # "We've updated our opening hours" is the business speaking of itself, not a change made for the customer.
+    rf"\b(?:I|we)(?:'ve| have)?\s+{_ADVERBS}(?:{_CHANGE_VERBS})\b(?!\s+our\b)"
     rf"|\b(?:has|have)\s+(?:now\s+|just\s+)?been\s+(?:successfully\s+)?(?:{_CHANGE_VERBS})\b"
     rf"|\bis\s+now\s+(?:{_CHANGE_VERBS})\b"
     rf"|{_NOT_AR_BEFORE}(?:تم\s+(?:ال)?(?:إلغاء|الغاء|تحديث|تغيير|إرسال|ارسال|تأكيد|تاكيد|حجز|استرداد|إنشاء|انشاء|فتح|حذف)"
@@ -78,6 +88,16 @@ _ADMISSION_RE = regex.compile(
     rf"|{_NOT_AR_BEFORE}(?:لم\s+أتمكن|لم\s+اتمكن|لم\s+نتمكن|تعذر|تعذّر|فشل|لا\s+أستطيع|لا\s+يمكنني)",
     regex.IGNORECASE,
 )
+# linear: anchored at the sentence's start, a literal word, then one negated class up to the first comma.
+# A leading condition ("If your order has been cancelled, the refund takes 5 days") states no fact: what follows
+# its comma is read, and a sentence that is all condition is not.
+_CONDITION_RE = regex.compile(
+    r"^(?:if|once|when|whenever|in case|should|unless)\b[^,،\n]*(?:[,،]|$)"
+    r"|^[وف]?(?:إذا|اذا|لو|في\s+حال|عندما|حين)[^,،\n]*(?:[,،]|$)",
+    regex.IGNORECASE,
+)
+# linear: literal alternatives only.
+_TICKET_MENTION_RE = regex.compile(rf"\btickets?\b|{_AR_TICKET}", regex.IGNORECASE)
 # linear: a one-character look-behind and one squeezed whitespace character or newline.
 _SENTENCE_SPLIT_RE = regex.compile(r"(?<=[.!?؟。])\s|\n")
 
@@ -90,6 +110,10 @@ class RunFacts:
     handoff_done: Callable[[], bool]  # this run handed over, or the conversation already is with the team
     any_success: bool  # some tool call of this run succeeded (a lookup's data may back what is said)
     last_call_failed: str | None  # the tool whose call failed most recently, with no success after it
+    # create_ticket or one of the business's own action tools succeeded: "I've opened a ticket" may be true
+    ticket_made: bool = False
+    # every number a successful tool result of this run holds (the business's helpdesk may have ticket numbers)
+    numbers_seen: Callable[[], frozenset[str]] = frozenset
 
 
 def _squeeze(text: str) -> str:
@@ -117,6 +141,13 @@ def _number(digits: str) -> str:
     return digits.lstrip("0") or "0"
 
 
+def numbers_in(text: str) -> frozenset[str]:
+    """Every run of digits in `text` (Arabic-Indic ones as ASCII), as `_number` writes a ticket number."""
+    return frozenset(
+        _number("".join(run)) for digit, run in itertools.groupby(normalize_digits(text), str.isdigit) if digit
+    )
+
+
 def _shown(number: str) -> str:
     return number if len(number) <= 20 else number[:20] + "…"
 
@@ -124,7 +155,8 @@ def _shown(number: str) -> str:
 def unverified_claims(text: str, facts: RunFacts) -> list[str]:
     claims: list[str] = []
     try:
-        _find_claims(_squeeze(normalize_digits(text)), facts, claims, _Budget(CHECK_BUDGET_S))
+        squeezed = _squeeze(normalize_digits(text).translate(_APOSTROPHES))
+        _find_claims(squeezed, facts, claims, _Budget(CHECK_BUDGET_S))
     except TimeoutError:
         if UNCHECKED_CLAIM not in claims:
             claims.append(UNCHECKED_CLAIM)
@@ -144,14 +176,17 @@ def _find_claims(text: str, facts: RunFacts, claims: list[str], budget: _Budget)
             add(f"ticket TKT-{_shown(number)}")
     for match in _TICKET_WORD_RE.finditer(text, timeout=budget.left()):
         number = _number(next(group for group in match.groups() if group))
-        if number not in named and f"TKT-{number}" not in facts.ticket_numbers():
+        if number not in named and f"TKT-{number}" not in facts.ticket_numbers() and number not in facts.numbers_seen():
             named.add(number)
             add(f"ticket {_shown(number)}")
 
     for sentence in _SENTENCE_SPLIT_RE.split(text, timeout=budget.left()):
         if not sentence.strip():
             continue
-        if _ADMISSION_RE.search(sentence, timeout=budget.left()):
+        condition = _CONDITION_RE.search(sentence, timeout=budget.left())
+        if condition:
+            sentence = sentence[condition.end() :]
+        if not sentence.strip() or _ADMISSION_RE.search(sentence, timeout=budget.left()):
             continue
         if _HANDOFF_RE.search(sentence, timeout=budget.left()) and not facts.handoff_done():
             add("handoff to the team")
@@ -160,6 +195,9 @@ def _find_claims(text: str, facts: RunFacts, claims: list[str], budget: _Budget)
             add(f"success right after {facts.last_call_failed} failed")
         elif change and not facts.any_success:
             add(f"action claimed without a tool: {change.group(0)!r}")
+        elif change and not facts.ticket_made and _TICKET_MENTION_RE.search(sentence, timeout=budget.left()):
+            # Another tool's success (a lookup, a handoff) doesn't make a ticket.
+            add(f"ticket claimed without a ticket tool: {change.group(0)!r}")
 
 
 def history_notice(claims: list[str]) -> str:

@@ -77,8 +77,20 @@ class Decision:
         return {"ok": False, "error": {"code": self.code, "guidance": self.guidance}}
 
 
+def _squeezed(value: Any) -> Any:
+    """Strings with every run of whitespace as one space, trimmed: " Late  order " is the same call as "Late order"."""
+    if isinstance(value, str):
+        return " ".join(value.split())
+    if isinstance(value, list):
+        return [_squeezed(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _squeezed(v) for k, v in value.items()}
+    return value
+
+
 def arguments_hash(arguments: Any) -> str:
-    return hashlib.sha256(json.dumps(arguments, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    squeezed = _squeezed(arguments)
+    return hashlib.sha256(json.dumps(squeezed, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
 # Deeper than any tool's parameters go: everything after the parse (the hash, the schema, the templating) walks

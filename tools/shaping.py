@@ -67,7 +67,10 @@ def clean_value(value: Any) -> Any:
     if isinstance(value, float):
         return value if value == value and value not in (float("inf"), float("-inf")) else None
     if not isinstance(value, str):
-        value = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        try:
+            value = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        except RecursionError:  # nested deeper than can be written back: shown as a placeholder, never a crash
+            value = "[nested too deeply to show]"
     # Pre-cut so a huge value costs little; cleaning can only shorten, so 4x leaves room for removed characters.
     return clean_text(value[: MAX_VALUE_CHARS * 4], keep_joiners=True)[:MAX_VALUE_CHARS]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from fakes.llm import calls, text
-from runs.models import Run, Session
+from runs.models import Handoff, Run, Session
 from tests.kagent.test_auth import error
+from tests.runs.test_policy_refusals import refusals
 
 pytestmark = pytest.mark.django_db
 
@@ -133,3 +134,36 @@ def test_sandbox_as_an_object(h):
     assert run.sandbox and run.run_real_actions
     bad = h.api.post("/v1/runs", {"agent": agent, "input": "hi", "sandbox": {"real": True}}, format="json")
     assert bad.status_code == 422
+
+
+def test_deeply_nested_arguments_are_invalid_arguments_not_an_internal_error(h):
+    # JSON nested deeper than the parser's recursion limit: the model hears invalid_arguments, the run goes on.
+    nested = "[" * 100_000 + "]" * 100_000
+    agent = h.agent("deep-args", [calls(("transfer_to_human", nested)), text("Sorry, that didn't work.")])
+    run = h.run(agent)
+    assert run["status"] == "completed", run.get("last_error")
+    assert refusals(h, run["id"]) == [("transfer_to_human", "invalid_arguments")]
+
+
+def test_deep_but_parseable_arguments_do_not_break_the_run(h):
+    nested = '{"summary": "x", "reason_type": "complaint", "extra": ' + "[" * 5_000 + "]" * 5_000 + "}"
+    agent = h.agent("deep-args-2", [calls(("transfer_to_human", nested)), text("Sorry, that didn't work.")])
+    run = h.run(agent)
+    assert run["status"] == "completed", run.get("last_error")
+    assert refusals(h, run["id"]) == [("transfer_to_human", "invalid_arguments")]
+
+
+def test_duplicate_handoff_is_not_fooled_by_whitespace(h):
+    # Step 5, the same tool with the same arguments: a doubled or trailing space makes no second handoff (and no
+    # second handoff.created webhook) in the same reply.
+    agent = h.agent(
+        "dup-whitespace",
+        [
+            calls(("transfer_to_human", {"reason_type": "complaint", "summary": "Late order"})),
+            calls(("transfer_to_human", {"reason_type": "complaint", "summary": " Late  order "})),
+            text("The team has it."),
+        ],
+    )
+    run = h.run(agent)
+    assert run["status"] == "completed", run
+    assert Handoff.objects.count() == 1, refusals(h, run["id"])

@@ -137,3 +137,17 @@ def test_failures_are_neutral(code):
 
 def test_unknown_failure_codes_become_upstream_failed():
     assert shape_failure("internal_server_error_500")["error"]["code"] == "upstream_failed"
+
+
+def test_a_deeply_nested_field_value_is_unreadable_or_shown_never_a_crash():
+    # http_tool_call promises it never raises for anything the upstream can send: nor does shaping.
+    crashed = []
+    for depth in range(850, 1010):
+        body = ('{"status": ' + "[" * depth + "]" * depth + "}").encode()
+        try:
+            shape_response(body=body, response_config={"fields": [{"path": "status"}]})
+        except ShapingError:
+            pass
+        except RecursionError:
+            crashed.append(depth)
+    assert crashed == []
