@@ -778,7 +778,8 @@ class RunListCreateApi(RunCreateApi):
         operation_id="runs_list",
         parameters=RUN_FILTERS,
         responses=list_of(RUN.ref),
-        description="Newest first. A publishable key lists only the runs it created. A `store: false` run is "
+        description="Newest first. A publishable key lists only the runs it created for the verified end user whose "
+        "end_user_token it sends (none without one). A `store: false` run is "
         "rendered as its detail is, and its content deleted the same way once returned.",
     )
     def get(self, request: Request) -> Response:
@@ -798,7 +799,8 @@ class SessionListCreateApi(SessionCreateApi):
         operation_id="sessions_list",
         parameters=SESSION_FILTERS,
         responses=list_of(SESSION.ref),
-        description="Newest first. A publishable key lists only the sessions it created.",
+        description="Newest first. A publishable key lists only the sessions it created for the verified end user "
+        "whose end_user_token it sends (none without one).",
     )
     def get(self, request: Request) -> Response:
         sessions = selectors.session_list(

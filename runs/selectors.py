@@ -24,14 +24,16 @@ M = TypeVar("M", bound=Model)
 def _visible(
     queryset: QuerySet[M], key: ApiKey | None, project: Project | None = None, end_user_token: str | None = None
 ) -> QuerySet[M]:
-    """What `key` may see of a queryset of sessions or runs: everything for a secret key or the dashboard; for a
-    publishable key what it created, and of that a verified end user's only with their token."""
+    """What `key` may list of a queryset of sessions or runs: everything for a secret key or the dashboard; for a
+    publishable key what it created for the verified end user whose token it sends, and nothing without one."""
     if key is None or key.is_secret:
         return queryset
-    mine = queryset.filter(created_by_key=key)
+    # Every visitor of the business's site holds the publishable key: a list of what the key made would show each
+    # visitor everyone's anonymous conversations. A publishable key lists one verified end user's, with their token.
     subject = token_external_id(project, end_user_token) if project is not None and end_user_token else None
-    anonymous = Q(end_user__isnull=True)
-    return mine.filter(anonymous | Q(end_user__external_id=subject)) if subject is not None else mine.filter(anonymous)
+    if subject is None:
+        return queryset.none()
+    return queryset.filter(created_by_key=key, end_user__external_id=subject)
 
 
 def _token_proves(project: Project, key: ApiKey | None, end_user: EndUser | None, token: str | None) -> bool:

@@ -67,17 +67,15 @@ def _session_for_run(
     project: Project, api_key: ApiKey | None, session_id: str, agent: Agent, identity: Identity
 ) -> Session:
     session = session_get(project=project, session_id=session_id, key=api_key, check_end_user=False)
+    publishable = api_key is not None and not api_key.is_secret
+    if publishable and session.end_user_id is not None:
+        if identity.end_user is None or identity.end_user.pk != session.end_user_id:
+            # As reads answer it: a browser without this user's token learns nothing of their session.
+            raise NotFound("No session with that id in this project.")
     if session.agent_id != agent.pk:
         raise Unprocessable("session_agent_mismatch", "This session belongs to another agent.")
     if session.end_user_id is not None:
-        if identity.end_user is None:
-            if api_key is not None and not api_key.is_secret:
-                raise ApiError(
-                    "end_user_token_required",
-                    "This session belongs to a verified end user: send their end_user_token with every run.",
-                    status=403,
-                )
-        elif identity.end_user.pk != session.end_user_id:
+        if identity.end_user is not None and identity.end_user.pk != session.end_user_id:
             raise Conflict("end_user_mismatch", "This session belongs to another end user.")
     elif identity.end_user is not None:
         raise Conflict("end_user_mismatch", "This session is anonymous; start a new session for a verified user.")

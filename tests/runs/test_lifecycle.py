@@ -316,11 +316,11 @@ def test_end_user_token(h):
     # A publishable key can't just name an end user...
     response = h.tenant.client(pk).post("/v1/runs", {"agent": agent, "input": "x", **VERIFIED}, format="json")
     assert response.status_code == 403 and error(response) == "end_user_token_required"
-    # ...nor ride on a verified session without the user's token.
+    # ...nor ride on a verified session without the user's token (a 404, as a read of it is).
     response = h.tenant.client(pk).post(
         "/v1/runs", {"agent": agent, "input": "x", "session": session.json()["id"]}, format="json"
     )
-    assert response.status_code == 403 and error(response) == "end_user_token_required"
+    assert response.status_code == 404 and error(response) == "not_found"
 
 
 def test_publishable_key_sees_only_its_own_runs_and_no_steps(h):

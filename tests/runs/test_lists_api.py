@@ -82,16 +82,27 @@ def test_sandbox_filter_tells_test_panel_runs_apart(h):
     assert ids(h.api.get("/v1/runs?sandbox=false")) == [real["id"]]
 
 
-def test_a_publishable_key_lists_only_its_own_runs_and_sessions(h):
+def test_a_publishable_key_lists_only_one_verified_users_runs_and_sessions(h):
+    """Every visitor holds the publishable key: it lists nothing anonymous, and with a token that user's only."""
+    import time
+
+    import jwt
+
+    secret = h.api.get("/v1/end_user_secret").json()["secret"]
+    token = jwt.encode({"sub": "cust-7", "exp": int(time.time()) + 300}, secret, "HS256")
     agent = h.agent("lists-pk", [text("ok")])
-    mine = h.start(agent, "from the app", key=h.tenant.publishable_key)
-    h.start(agent, "from the server")
+    h.start(agent, "anonymous, from the app", key=h.tenant.publishable_key)
+    mine = h.start(agent, "from the app", key=h.tenant.publishable_key, end_user_token=token)
+    h.start(agent, "from the server", end_user={"external_id": "cust-7"})
     pk = h.tenant.client(h.tenant.publishable_key)
-    assert ids(pk.get("/v1/runs")) == [mine["id"]]
-    session = pk.post("/v1/sessions", {"agent": agent}, format="json").json()["id"]
+    assert ids(pk.get("/v1/runs")) == []
+    assert ids(pk.get("/v1/runs", HTTP_X_END_USER_TOKEN=token)) == [mine["id"]]
+    session = pk.post("/v1/sessions", {"agent": agent, "end_user_token": token}, format="json").json()["id"]
+    pk.post("/v1/sessions", {"agent": agent}, format="json")
     h.session(agent)
-    assert ids(pk.get("/v1/sessions")) == [session]
-    assert len(ids(h.api.get("/v1/sessions"))) == 2
+    assert ids(pk.get("/v1/sessions")) == []
+    assert ids(pk.get("/v1/sessions", HTTP_X_END_USER_TOKEN=token)) == [session]
+    assert len(ids(h.api.get("/v1/sessions"))) == 3
 
 
 def test_sessions_list_filters_status_flagged_and_end_user(h):
