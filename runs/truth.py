@@ -62,11 +62,15 @@ _HANDOFF_RE = regex.compile(
     r"(?:been\s+)?(?:transferred|escalated|handed over|passed on|forwarded)\b"
     r"|\b(?:a|an|our)\s(?:(?:human|live|support)\s)?(?:agent|representative|team member|specialist|colleague)s?\s+"
     r"(?:will|is going to|are going to)\s+(?:join|take over|contact|be with|reach out|get back|continue)\b"
-    r"|\b(?:our|the)\s(?:(?:support|service|customer service|care)\s)?team\s+(?:will|is going to)\s+"
-    r"(?:contact|call|reach out|get back|be in touch|follow up|take over|continue)\b"
-    r"|\b(?:someone|a member|one)\s(?:from|of)\s(?:our|the)\s(?:(?:support|service)\s)?team\s+(?:will|is going to)\b"
     rf"|{_NOT_AR_BEFORE}(?:تم\s+تحويل|قمت\s+بتحويل|سيتم\s+تحويل|حولت|حوّلت|تم\s+تصعيد|قمت\s+بتصعيد|سيتم\s+تصعيد"
     r"|تم\s+نقل\s+(?:محادثتك|المحادثة|طلبك)|سيتواصل\s+معك|سيقوم\s+أحد)",
+    regex.IGNORECASE,
+)
+# linear: as _HANDOFF_RE. The team promised to come back to the customer: true after a handoff or a ticket.
+_FOLLOW_UP_RE = regex.compile(
+    r"\b(?:our|the)\s(?:(?:support|service|customer service|care)\s)?team\s+(?:will|is going to)\s+"
+    r"(?:contact|call|reach out|get back|be in touch|follow up|take over|continue)\b"
+    r"|\b(?:someone|a member|one)\s(?:from|of)\s(?:our|the)\s(?:(?:support|service)\s)?team\s+(?:will|is going to)\b",
     regex.IGNORECASE,
 )
 # linear: as _HANDOFF_RE.
@@ -190,6 +194,10 @@ def _find_claims(text: str, facts: RunFacts, claims: list[str], budget: _Budget)
             continue
         if _HANDOFF_RE.search(sentence, timeout=budget.left()) and not facts.handoff_done():
             add("handoff to the team")
+        elif (
+            _FOLLOW_UP_RE.search(sentence, timeout=budget.left()) and not facts.ticket_made and not facts.handoff_done()
+        ):
+            add("the team's follow-up, with no ticket or handoff")
         change = _CHANGE_RE.search(sentence, timeout=budget.left())
         if facts.last_call_failed and (change or _DONE_RE.search(sentence, timeout=budget.left())):
             add(f"success right after {facts.last_call_failed} failed")

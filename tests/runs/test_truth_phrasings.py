@@ -62,7 +62,10 @@ def test_arabic_your_ticket_number_is_caught(answer):
     ],
 )
 def test_everyday_handoff_promises_are_caught(answer):
-    assert "handoff to the team" in unverified_claims(answer, facts())
+    assert "the team's follow-up, with no ticket or handoff" in unverified_claims(answer, facts())
+    # True once a ticket was opened or the conversation handed over.
+    assert unverified_claims(answer, facts(any_success=True, ticket_made=True)) == []
+    assert unverified_claims(answer, facts(any_success=True, handoff=True)) == []
 
 
 # 5. Everyday English ticket confirmations without a number.
