@@ -91,7 +91,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                         "required": ["name", "description"],
                         "properties": {
                             # linear: anchored, one class, bounded
-                            "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,47}$"},
+                            "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,47}(?!\\n)$"},
                             "description": {"type": "string", "minLength": 1, "maxLength": 1000},
                             "parameters": {"type": "object"},
                             "effect": {"enum": ["read", "action"]},
@@ -117,9 +117,9 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                         "properties": {
                             "day": {"enum": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]},
                             # linear: anchored, fixed length
-                            "open": {"type": "string", "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9]$"},
+                            "open": {"type": "string", "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9](?!\\n)$"},
                             # linear: anchored, fixed length
-                            "close": {"type": "string", "pattern": "^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$"},
+                            "close": {"type": "string", "pattern": "^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)(?!\\n)$"},
                         },
                     },
                 },
@@ -127,7 +127,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                     "type": "array",
                     "maxItems": 366,
                     # linear: anchored, fixed length
-                    "items": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
+                    "items": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}(?!\\n)$"},
                 },
             },
         },

@@ -31,7 +31,7 @@ M = TypeVar("M", bound=Model)
 
 MAX_LIMIT = 100
 # linear: anchored, bounded length
-CURSOR_RE = re.compile(rf"^{ID_PATTERN}\Z")
+CURSOR_RE = re.compile(rf"^{ID_PATTERN}(?!\n)$")
 DEFAULT_LIMIT = 20
 
 

@@ -39,7 +39,7 @@ SECRET_WRITE = Input(
                 "minLength": 1,
                 "maxLength": MAX_VALUE,
                 # linear: anchored, one class
-                "pattern": "^[^\\x00-\\x1f\\x7f]+$",
+                "pattern": "^[^\\x00-\\x1f\\x7f]+(?!\\n)$",
                 "x-code": "invalid_secret_value",
                 "x-message": "value is a non-empty string.",
                 "x-messages": {

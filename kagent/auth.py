@@ -17,7 +17,7 @@ from kagent.models import ApiKey
 from kagent.sql import Alongside, api_key_by_digest
 
 # linear: anchored, fixed length
-KEY_RE = re.compile(r"^ka_(sk|pk)_[A-Za-z0-9_-]{43}\Z")
+KEY_RE = re.compile(r"^ka_(sk|pk)_[A-Za-z0-9_-]{43}(?!\n)$")
 # last_used_at is advisory: write it at most once a minute per key, not on every request.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
 

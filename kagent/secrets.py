@@ -18,9 +18,9 @@ from kagent.errors import NotFound, Unprocessable
 from kagent.models import Project, Secret, SigningSecret
 
 # linear: anchored, one class, at most 64 characters
-SECRET_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}\Z")
+SECRET_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}(?!\n)$")
 # linear: anchored; each label starts on a literal dot its class excludes, at most 63 characters
-HOSTNAME_RE = re.compile(r"^(?=.{1,253}\Z)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))+\Z")
+HOSTNAME_RE = re.compile(r"^(?=.{1,253}(?!\n)$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))+(?!\n)$")
 MAX_VALUE = 8192
 MAX_HOSTS = 20
 ROTATION_OVERLAP = timedelta(hours=24)

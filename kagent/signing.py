@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from standardwebhooks import Webhook
 
 # linear: anchored, one class, bounded
-_MESSAGE_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,255}\Z")
+_MESSAGE_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,255}(?!\n)$")
 
 
 class SigningError(ValueError):

@@ -34,54 +34,51 @@ REGEX_MODULES = frozenset({"re", "regex"})
 
 # pattern -> why it is linear. Keep the reason to one line; the same words go in the comment where it is written.
 REVIEWED: dict[str, str] = {
+    # An anchored pattern ends on `(?!\n)$`, never a bare `$` (which also matches before a final newline, in `re`
+    # and in jsonschema's re.search) nor `\Z` (not ECMA-262: the OpenAPI document carries some of them).
     # kagent
-    r"^[A-Z][A-Z0-9_]{0,63}\Z": "anchored, one class, at most 64 characters",
-    r"^(?=.{1,253}\Z)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))+\Z": (
+    r"^[A-Z][A-Z0-9_]{0,63}(?!\n)$": "anchored, one class, at most 64 characters",
+    r"^(?=.{1,253}(?!\n)$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))+(?!\n)$": (
         "anchored; each label starts on a literal dot its class excludes, at most 63 characters"
     ),
-    r"^ka_(sk|pk)_[A-Za-z0-9_-]{43}\Z": "anchored, fixed length",
-    r"^[a-z]{2,5}_[0-9a-z]{26}\Z": "anchored, bounded length",
+    r"^ka_(sk|pk)_[A-Za-z0-9_-]{43}(?!\n)$": "anchored, fixed length",
+    r"^[a-z]{2,5}_[0-9a-z]{26}(?!\n)$": "anchored, bounded length",
     r"[a-z]{2,5}_[0-9a-z]{26}": "bounded length, literal separator",
     r"[^/\x00-\x1f\x7f]{1,200}": "one class, at most 200 characters",
-    r"^[A-Za-z0-9_.:-]{1,255}\Z": "anchored, one class, bounded",
-    r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}\Z": "anchored, one class, bounded",
-    r"^[\x20-\x7e\t]{0,8192}\Z": "anchored, one class, bounded",
-    r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\Z": "anchored, at most 63 characters",
-    r"^(?:0x[0-9a-f]*|[0-9]+)\Z": "anchored, one class per branch",
-    r"^(?:0|[1-9][0-9]{0,2})\Z": "anchored, at most 3 characters",
-    r"^[\x21-\x7e]+\Z": "anchored, one class",
+    r"^[A-Za-z0-9_.:-]{1,255}(?!\n)$": "anchored, one class, bounded",
+    r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}(?!\n)$": "anchored, one class, bounded",
+    r"^[\x20-\x7e\t]{0,8192}(?!\n)$": "anchored, one class, bounded",
+    r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?!\n)$": "anchored, at most 63 characters",
+    r"^(?:0x[0-9a-f]*|[0-9]+)(?!\n)$": "anchored, one class per branch",
+    r"^(?:0|[1-9][0-9]{0,2})(?!\n)$": "anchored, at most 3 characters",
+    r"^[\x21-\x7e]+(?!\n)$": "anchored, one class",
     r"^v1(?:/.*)?$": "anchored, a literal then anything",
     r"[\\%\p{Cc}\p{Cf}\p{Cs}\uFE00-\uFE0F\U000E0100-\U000E01EF\u115F\u1160\u3164\uFFA0\u034F]": (
         "one character class: one character per attempt"
     ),
-    r"^[^\x00-\x1f\x7f]+$": "anchored, one class",
-    # JSON Schema patterns (jsonschema runs them with `re.search`, where `$` also matches before a final newline;
-    # ECMA-262 has no `\Z`): a lookahead refuses that newline, portably.
-    r"^[A-Z][A-Z0-9_]{0,63}(?!\n)$": "anchored, one class, bounded; a one-character lookahead",
-    r"^[a-z][a-z0-9_]{0,63}(?!\n)$": "anchored, one class, bounded; a one-character lookahead",
-    r"^[a-z][a-z0-9_]{0,29}(?!\n)$": "anchored, one class, bounded; a one-character lookahead",
+    r"^[^\x00-\x1f\x7f]+(?!\n)$": "anchored, one class",
     # tools
-    r"^[\x20-\x7e]*\Z": "anchored, one class",
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)\Z": "anchored, numbers split by literal dots",
+    r"^[\x20-\x7e]*(?!\n)$": "anchored, one class",
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?!\n)$": "anchored, numbers split by literal dots",
     r"[\s_\-]+": "one class, repeated",
     r"[\s\-]+": "one class, repeated",
     r"\{\{([A-Za-z0-9_.]*)\}\}": "literal braces around a class that excludes them",
-    r"^[A-Za-z_][A-Za-z0-9_]*\Z": "anchored, one class",
-    r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z": "anchored, one class, bounded",
-    r"^[a-z][a-z0-9_]{0,63}\Z": "anchored, one class, bounded",
-    r"^[a-z][a-z0-9_]{0,29}\Z": "anchored, one class, bounded",
-    r"^[a-z][a-z0-9_]{0,47}$": "anchored, one class, bounded",
-    r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}\Z": "anchored, one class, bounded",
-    r"^(?!-)[a-z0-9-]{1,63}(?<!-)\Z": "anchored, one class, bounded",
-    r"^https://(?P<host>[^/:?#{}\s]+)(?::(?P<port>[0-9]{1,5}))?(?P<rest>/.*)?\Z": (
+    r"^[A-Za-z_][A-Za-z0-9_]*(?!\n)$": "anchored, one class",
+    r"^[A-Za-z_][A-Za-z0-9_]{0,63}(?!\n)$": "anchored, one class, bounded",
+    r"^[a-z][a-z0-9_]{0,63}(?!\n)$": "anchored, one class, bounded",
+    r"^[a-z][a-z0-9_]{0,29}(?!\n)$": "anchored, one class, bounded",
+    r"^[a-z][a-z0-9_]{0,47}(?!\n)$": "anchored, one class, bounded",
+    r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}(?!\n)$": "anchored, one class, bounded",
+    r"^(?!-)[a-z0-9-]{1,63}(?<!-)(?!\n)$": "anchored, one class, bounded",
+    r"^https://(?P<host>[^/:?#{}\s]+)(?::(?P<port>[0-9]{1,5}))?(?P<rest>/.*)?(?!\n)$": (
         "anchored; the host class excludes the ':' and '/' that end it"
     ),
     r"%(?![0-9A-Fa-f]{2})": "a literal and a fixed look-ahead",
     # agents
     r"^https://": "anchored literal",
-    r"^([01][0-9]|2[0-3]):[0-5][0-9]$": "anchored, fixed length",
-    r"^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$": "anchored, fixed length",
-    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$": "anchored, fixed length",
+    r"^([01][0-9]|2[0-3]):[0-5][0-9](?!\n)$": "anchored, fixed length",
+    r"^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)(?!\n)$": "anchored, fixed length",
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(?!\n)$": "anchored, fixed length",
     r"\S": "one character",
     # runs
     r"\w+": "one class, repeated",

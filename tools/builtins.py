@@ -24,7 +24,7 @@ from typing import Any, Final
 RULES_HEADING: Final = "This company's rules for this action"
 LOCK_PATH: Final = Path(__file__).with_name("builtins.lock.json")
 # linear: anchored, numbers split by literal dots
-SEMVER_RE: Final = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)\Z")
+SEMVER_RE: Final = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?!\n)$")
 
 
 class Effect(StrEnum):

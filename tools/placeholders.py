@@ -18,15 +18,15 @@ RESERVED_NAMES = frozenset({"args", "end_user", "secret", "var", "sys"})
 # linear: literal braces around a class that excludes them
 _TOKEN_RE = re.compile(r"\{\{([A-Za-z0-9_.]*)\}\}")
 # linear: anchored, one class
-_SEGMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_SEGMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?!\n)$")
 # linear: anchored, one class, at most 64 characters
-SECRET_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}\Z")
+SECRET_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}(?!\n)$")
 # linear: anchored, one class, bounded
-TRAIT_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
+TRAIT_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}(?!\n)$")
 # linear: anchored, one class, bounded
-VARIABLE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}\Z")
+VARIABLE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}(?!\n)$")
 # linear: anchored, one class, bounded
-PARAMETER_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}\Z")
+PARAMETER_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}(?!\n)$")
 
 
 class PlaceholderError(ValueError):

@@ -41,9 +41,9 @@ TOKEN_MAX = 64
 TEXT_MAX = 1000
 DEFAULT_TIMEOUT_MS = 10_000
 # linear: anchored, one class, bounded
-_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}\Z")
+_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}(?!\n)$")
 # linear: anchored, one class
-_HEADER_VALUE_RE = re.compile(r"^[\x20-\x7e]*\Z")
+_HEADER_VALUE_RE = re.compile(r"^[\x20-\x7e]*(?!\n)$")
 _TOKEN_PUNCT = frozenset(" ._@:+-")
 _ASCII_DIGITS = frozenset("0123456789")
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")

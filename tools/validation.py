@@ -22,7 +22,7 @@ from tools.builtins import BUILTIN_NAMES
 from tools.placeholders import Placeholder, PlaceholderError
 
 # linear: anchored, one class, bounded
-HTTP_TOOL_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,29}\Z")
+HTTP_TOOL_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,29}(?!\n)$")
 MAX_PARAMETERS = 8
 MAX_RESPONSE_FIELDS = 12
 MAX_ITEMS = 20
@@ -33,7 +33,7 @@ BODY_METHODS = ("POST", "PUT", "PATCH")
 FORMATS = ("token", "text")
 
 # linear: anchored, one class, bounded
-HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}\Z")
+HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}(?!\n)$")
 
 # Seed: parameters named like identity are refused on tools that need a verified user.
 IDENTITY_TOKENS = frozenset({"phone", "mobile", "email", "mail", "msisdn", "telephone", "tel", "login", "username"})
@@ -62,9 +62,9 @@ IDENTITY_SUFFIXES = (
 )
 
 # linear: anchored, one class, bounded
-HOST_LABEL_RE = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)\Z")
+HOST_LABEL_RE = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)(?!\n)$")
 # linear: anchored; the host class excludes the ':' and '/' that end it
-URL_PREFIX_RE = re.compile(r"^https://(?P<host>[^/:?#{}\s]+)(?::(?P<port>[0-9]{1,5}))?(?P<rest>/.*)?\Z", re.DOTALL)
+URL_PREFIX_RE = re.compile(r"^https://(?P<host>[^/:?#{}\s]+)(?::(?P<port>[0-9]{1,5}))?(?P<rest>/.*)?(?!\n)$", re.DOTALL)
 
 # One entry of `response.fields` (HTTP tools and API knowledge sources): which value of a row, under which label.
 RESPONSE_FIELD_SCHEMA: dict[str, Any] = {

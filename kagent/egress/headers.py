@@ -38,9 +38,9 @@ def is_tenant_forbidden_header(name: str) -> bool:
 
 
 # linear: anchored, one class, bounded
-_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}\Z")
+_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}(?!\n)$")
 # linear: anchored, one class, bounded
-_HEADER_VALUE_RE = re.compile(r"^[\x20-\x7e\t]{0,8192}\Z")
+_HEADER_VALUE_RE = re.compile(r"^[\x20-\x7e\t]{0,8192}(?!\n)$")
 
 
 def check_headers(headers: dict[str, str]) -> list[tuple[str, str]]:

@@ -24,13 +24,13 @@ class TargetUrl:
 
 
 # linear: anchored, at most 63 characters
-_LABEL_RE = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\Z")
+_LABEL_RE = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?!\n)$")
 # linear: anchored, one class per branch
-_NUMERIC_LABEL_RE = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)\Z")
+_NUMERIC_LABEL_RE = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)(?!\n)$")
 # linear: anchored, at most 3 characters
-_CANONICAL_OCTET_RE = re.compile(r"^(?:0|[1-9][0-9]{0,2})\Z")
+_CANONICAL_OCTET_RE = re.compile(r"^(?:0|[1-9][0-9]{0,2})(?!\n)$")
 # linear: anchored, one class
-_URL_CHARS_RE = re.compile(r"^[\x21-\x7e]+\Z")  # printable ASCII, no space
+_URL_CHARS_RE = re.compile(r"^[\x21-\x7e]+(?!\n)$")  # printable ASCII, no space
 _SCHEME = "https://"
 
 

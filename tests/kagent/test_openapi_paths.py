@@ -55,3 +55,35 @@ def test_new_endpoints_are_documented(client):
         assert name in schemas, name
     preview_body = doc["paths"]["/v1/tool_drafts/preview"]["post"]["requestBody"]["content"]["application/json"]
     assert "tool" in preview_body["schema"]["required"]
+
+
+def _patterns(node):
+    """Every body and query pattern (a path parameter's is its URL converter's, which Django matches whole)."""
+    if isinstance(node, dict):
+        if node.get("in") == "path":
+            return
+        for key, value in node.items():
+            if key == "pattern" and isinstance(value, str):
+                yield value
+            else:
+                yield from _patterns(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _patterns(value)
+
+
+def test_the_documents_patterns_are_ecma_and_refuse_a_trailing_newline(client):
+    # A client generated from the document validates with ECMA-262 regular expressions (no `\Z`: in a JavaScript
+    # pattern it is a plain "Z"); the server validates with Python's, where a bare `$` also matches before a final
+    # newline. `(?!\n)$` means "the end" in both.
+    import re
+
+    doc = json.loads(client.get("/v1/openapi.json").content)
+    patterns = set(_patterns(doc))
+    assert len([p for p in patterns if p.endswith("$")]) >= 3
+    for pattern in patterns:
+        assert "\\Z" not in pattern, pattern
+        if pattern.endswith("$"):
+            assert pattern.endswith("(?!\\n)$"), pattern
+    name = next(p for p in patterns if p.startswith("^[a-z][a-z0-9_]{0,29}"))
+    assert re.search(name, "order_status") and not re.search(name, "order_status\n")
