@@ -602,8 +602,7 @@ class Engine:
             )
 
         def numbers_seen() -> frozenset[str]:
-            results = (c.result for c in self.calls if c.status == ToolCall.Status.SUCCEEDED)
-            return truth.numbers_in(json.dumps([r for r in results if r is not None], ensure_ascii=False))
+            return truth.ticket_numbers_in([c.result for c in self.calls if c.status == ToolCall.Status.SUCCEEDED])
 
         return truth.RunFacts(ticket_numbers, handoff_done, any_success, last_failed, ticket_made, numbers_seen)
 

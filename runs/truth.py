@@ -42,6 +42,7 @@ _CHANGE_VERBS = (
     r"cancell?ed|updated|changed|booked|created|submitted|processed|refunded|issued|scheduled|rescheduled|reset|"
     r"opened|raised|logged|filed|lodged|registered|confirmed|applied|removed|deleted|placed|sent|activated|deactivated|upgraded|downgraded"
 )
+_OWN_THINGS = r"(?:opening\s+)?(?:hours|website|site|app|policy|policies|prices|pricing|menu|terms|catalogue|catalog)"
 _ADVERBS = r"(?:(?:just|now|already|successfully|also|gone ahead and|went ahead and)\s+)*"
 
 # linear: literal TKT, then one optional separator and one digit run taken whole (see the note above).
@@ -75,8 +76,9 @@ _FOLLOW_UP_RE = regex.compile(
 )
 # linear: as _HANDOFF_RE.
 _CHANGE_RE = regex.compile(
-    # "We've updated our opening hours" is the business speaking of itself, not a change made for the customer.
-    rf"\b(?:I|we)(?:'ve| have)?\s+{_ADVERBS}(?:{_CHANGE_VERBS})\b(?!\s+our\b)"
+    # "We've updated our opening hours" is the business speaking of itself, not a change made for the customer
+    # ("I've updated our records with your address" is one).
+    rf"\b(?:I|we)(?:'ve| have)?\s+{_ADVERBS}(?:{_CHANGE_VERBS})\b(?!\s+our\s+{_OWN_THINGS}\b)"
     rf"|\b(?:has|have)\s+(?:now\s+|just\s+)?been\s+(?:successfully\s+)?(?:{_CHANGE_VERBS})\b"
     rf"|\bis\s+now\s+(?:{_CHANGE_VERBS})\b"
     rf"|{_NOT_AR_BEFORE}(?:تم\s+(?:ال)?(?:إلغاء|الغاء|تحديث|تغيير|إرسال|ارسال|تأكيد|تاكيد|حجز|استرداد|إنشاء|انشاء|فتح|حذف)"
@@ -94,14 +96,22 @@ _ADMISSION_RE = regex.compile(
 )
 # linear: anchored at the sentence's start, a literal word, then one negated class up to the first comma.
 # A leading condition ("If your order has been cancelled, the refund takes 5 days") states no fact: what follows
-# its comma is read, and a sentence that is all condition is not.
+# its comma is read (a condition without its comma is read whole: where it ends can't be told).
 _CONDITION_RE = regex.compile(
-    r"^(?:if|once|when|whenever|in case|should|unless)\b[^,،\n]*(?:[,،]|$)"
-    r"|^[وف]?(?:إذا|اذا|لو|في\s+حال|عندما|حين)[^,،\n]*(?:[,،]|$)",
+    r"^(?:if|once(?!\s+again)|when|whenever|in case|should|unless)\b[^,،\n]*[,،]"
+    r"|^[وف]?(?:إذا|اذا|لو|في\s+حال|عندما|حين)[^,،\n]*[,،]",
     regex.IGNORECASE,
 )
-# linear: literal alternatives only.
-_TICKET_MENTION_RE = regex.compile(rf"\btickets?\b|{_AR_TICKET}", regex.IGNORECASE)
+# linear: each branch starts on a literal word, then optional words one squeezed space apart.
+# A ticket made: "I've opened a ticket", "your ticket has been created", "تم فتح تذكرة" (not "no need to open one").
+_TICKET_CLAIM_RE = regex.compile(
+    r"\b(?:opened|raised|logged|filed|lodged|created|submitted|registered)\s(?:(?:a|an|the|your|this|one)\s)?"
+    r"(?:(?:new|support|service|help|priority)\s)?ticket\b"
+    r"|\bticket\s(?:has|have|is|was)\s(?:now\s|just\s)?(?:been\s)?"
+    r"(?:opened|raised|logged|filed|created|submitted|registered)\b"
+    rf"|{_NOT_AR_BEFORE}(?:(?:تم|قمت\s?ب)\s?(?:فتح|إنشاء|انشاء|تسجيل|رفع)\s(?:ال)?{_AR_TICKET}|فتحت\s(?:ال)?{_AR_TICKET})",
+    regex.IGNORECASE,
+)
 # linear: a one-character look-behind and one squeezed whitespace character or newline.
 _SENTENCE_SPLIT_RE = regex.compile(r"(?<=[.!?؟。])\s|\n")
 
@@ -152,6 +162,30 @@ def numbers_in(text: str) -> frozenset[str]:
     )
 
 
+_TICKET_KEY_WORDS = ("ticket", "case", "incident", "complaint", "reference", "تذكر")
+
+
+def _ticket_key(key: object) -> bool:
+    words = str(key).lower()
+    return any(word in words for word in _TICKET_KEY_WORDS) or words in ("ref", "ref_no", "ref_number")
+
+
+def ticket_numbers_in(results: object) -> frozenset[str]:
+    """The numbers tool results give under a ticket-like key or label ("Ticket", "case_id", "reference"): what a
+    business's own helpdesk returns. An order number is not a ticket number."""
+    found: set[str] = set()
+    pending = [(results, False)]
+    while pending:
+        node, under_ticket = pending.pop()
+        if isinstance(node, dict):
+            pending.extend((value, under_ticket or _ticket_key(key)) for key, value in node.items())
+        elif isinstance(node, list):
+            pending.extend((value, under_ticket) for value in node)
+        elif under_ticket and isinstance(node, (str, int)) and not isinstance(node, bool):
+            found |= numbers_in(str(node))
+    return frozenset(found)
+
+
 def _shown(number: str) -> str:
     return number if len(number) <= 20 else number[:20] + "…"
 
@@ -195,7 +229,10 @@ def _find_claims(text: str, facts: RunFacts, claims: list[str], budget: _Budget)
         if _HANDOFF_RE.search(sentence, timeout=budget.left()) and not facts.handoff_done():
             add("handoff to the team")
         elif (
-            _FOLLOW_UP_RE.search(sentence, timeout=budget.left()) and not facts.ticket_made and not facts.handoff_done()
+            not condition  # "If you email us, our team will get back to you" describes, it doesn't promise
+            and _FOLLOW_UP_RE.search(sentence, timeout=budget.left())
+            and not facts.ticket_made
+            and not facts.handoff_done()
         ):
             add("the team's follow-up, with no ticket or handoff")
         change = _CHANGE_RE.search(sentence, timeout=budget.left())
@@ -203,9 +240,9 @@ def _find_claims(text: str, facts: RunFacts, claims: list[str], budget: _Budget)
             add(f"success right after {facts.last_call_failed} failed")
         elif change and not facts.any_success:
             add(f"action claimed without a tool: {change.group(0)!r}")
-        elif change and not facts.ticket_made and _TICKET_MENTION_RE.search(sentence, timeout=budget.left()):
+        elif not facts.ticket_made and _TICKET_CLAIM_RE.search(sentence, timeout=budget.left()):
             # Another tool's success (a lookup, a handoff) doesn't make a ticket.
-            add(f"ticket claimed without a ticket tool: {change.group(0)!r}")
+            add("ticket claimed without a ticket tool")
 
 
 def history_notice(claims: list[str]) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fakes.llm import calls, text
-from runs.truth import RunFacts, unverified_claims
+from runs.truth import RunFacts, ticket_numbers_in, unverified_claims
 from tests.runs.conftest import VERIFIED
 
 
@@ -148,8 +148,65 @@ def test_curly_apostrophe_admission_after_a_failure_is_accepted(answer):
     [
         "If your order has been cancelled, the refund takes 5 days.",
         "We've updated our opening hours for Ramadan: 8pm to 2am.",
-        "وإذا تم إلغاء طلبك ستصلك رسالة.",
+        "وإذا تم إلغاء طلبك، ستصلك رسالة.",  # with its comma: without one the sentence is read whole,
     ],
 )
 def test_policy_and_faq_answers_without_tools_are_not_action_claims(answer):
     assert unverified_claims(answer, facts()) == []
+
+
+def bare_facts(any_success=False, ticket_made=False, numbers=frozenset):
+    return RunFacts(lambda: frozenset(), lambda: False, any_success, None, ticket_made, numbers)
+
+
+# 9. "our" after the verb is the business speaking of itself only for its own things (hours, prices...): a change
+#    to "our records" for the customer is a claim.
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "I've updated our records with your new address.",
+        "I have updated our system with your new email address.",
+        "I've sent our billing team your refund request.",
+    ],
+)
+def test_invented_change_to_our_records_is_caught(answer):
+    assert unverified_claims(answer, bare_facts()) != []
+
+
+# 10. A condition without its comma is read whole (where it ends can't be told); "once again" is no condition.
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "When you check your inbox you'll see that your refund has been processed.",
+        "Once again I've cancelled your order.",
+    ],
+)
+def test_claim_in_comma_less_conditional_sentence_is_caught(answer):
+    assert unverified_claims(answer, bare_facts()) != []
+
+
+# 11. A ticket claim is a ticket made, not a mention of one.
+def test_honest_lookup_answer_mentioning_no_ticket_needed_passes():
+    answer = "I've confirmed your order has shipped, so there's no need to open a ticket."
+    assert unverified_claims(answer, bare_facts(any_success=True)) == []
+
+
+# 12. A number a tool returned backs a ticket number only under a ticket-like key: an order number is not one.
+def test_order_number_is_not_a_ticket_number():
+    seen = lambda: ticket_numbers_in([{"order_id": 48213, "status": "delayed"}])  # noqa: E731
+    claims = unverified_claims("Your ticket number is 48213.", bare_facts(any_success=True, numbers=seen))
+    assert any(c.startswith("ticket") for c in claims)
+    helpdesk = lambda: ticket_numbers_in([{"data": {"rows": [{"Ticket": "4521"}]}}, {"case_id": 77}])  # noqa: E731
+    assert unverified_claims("Your ticket number is 4521.", bare_facts(any_success=True, numbers=helpdesk)) == []
+
+
+# 13. A follow-up that hangs on the customer acting describes the process; it promises nothing.
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "If you email support@example.com with your order number, our team will get back to you within a day.",
+        "Once you submit the return form, the team will contact you to arrange a pickup.",
+    ],
+)
+def test_conditional_follow_up_described_honestly_passes(answer):
+    assert unverified_claims(answer, bare_facts(any_success=True)) == []
