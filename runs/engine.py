@@ -29,7 +29,7 @@ from kagent.secrets import secret_resolve, signing_secrets_for_calls
 from runs import events, providers, store, transitions, truth
 from runs.builtin_tools import builtin_execute
 from runs.lease import KEEPER, lease
-from runs.limits import bucket_held
+from runs.limits import SHARED_BUCKET_PREFIXES, bucket_held
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
 from runs.models import Handoff, Run, RunEvent, RunStep, Ticket, ToolCall
 from tools.builtins import Effect
@@ -410,9 +410,8 @@ class Engine:
         return self._live_agent.actions_paused
 
     def _open_ticket_number(self) -> str | None:
-        # `anon:<key>:<address>` is a bucket of whoever shares an address (a NAT, an office), not one customer: their
-        # open tickets are not this customer's to be told of.
-        if not self.run.rate_key or self.run.rate_key.removeprefix("test:").startswith("anon:"):
+        # A shared bucket is not one customer: the open tickets of whoever shares its address are not theirs to hear.
+        if not self.run.rate_key or self.run.rate_key.startswith(SHARED_BUCKET_PREFIXES):
             return None
         ticket = (
             Ticket.objects.filter(

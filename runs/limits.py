@@ -17,6 +17,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from django.db import connection, transaction
 
 OWN_BUCKET_PREFIXES = ("run:", "test:run:")
+# A publishable key's anonymous one-shot runs: the key and an address, which others (a NAT, an office) may share.
+SHARED_BUCKET_PREFIXES = ("anon:", "test:anon:")
 
 
 @contextmanager
