@@ -5,6 +5,14 @@ the run engine's and run creation's statements in `runs/store.py`. Everything el
 `execute` runs one statement on a server-side-binding cursor, prepared on first use on the connection (workers and
 web processes keep their connections), and logs it where Django logs queries (so `CaptureQueriesContext` and the
 benchmark count it like any other).
+
+Prepared for real: Django opens psycopg connections with `prepare_threshold=None` (for connection poolers in
+transaction mode), which turns psycopg's preparation off even for `prepare=True`; every statement here was then
+parsed, analysed and planned again on every call (seen as `execute <unnamed>` in PostgreSQL's log and as the
+parser's functions in `perf`). `execute` sets a threshold no other query reaches, so the statements of this module
+and only they are prepared (Django's ORM uses client-side-binding cursors, which never prepare). Behind a pooler in
+transaction mode (PgBouncer before 1.21) prepared statements don't work: point `DATABASE_URL` at PostgreSQL or at
+a pooler that tracks them.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from django.db import InterfaceError, OperationalError, connection
+from django.db import InterfaceError, NotSupportedError, OperationalError, connection
 
 from kagent.models import ApiKey, Project
 
@@ -25,11 +33,31 @@ def postgres() -> bool:
     return connection.vendor == "postgresql"
 
 
+# psycopg prepares a statement once it has run this many times unprepared, or at once when asked (`prepare=True`):
+# asked is the only way here.
+_ONLY_WHEN_ASKED = 2**62
+
+
 def execute(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any, ...]]:
+    try:
+        return _execute(sql, params)
+    except NotSupportedError as error:
+        # A statement prepared on a kept connection whose result changed since (a deploy altered a column it
+        # returns): PostgreSQL refuses to run it, before running anything, until it is prepared again. In a
+        # transaction its rollback has psycopg forget its statements; in autocommit, once more on a new connection.
+        if connection.in_atomic_block or "cached plan must not change result type" not in str(error):
+            raise
+        connection.close()
+        return _execute(sql, params)
+
+
+def _execute(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any, ...]]:
     connection.ensure_connection()
     started = time.monotonic()
     raw = connection.connection
     assert raw is not None
+    if raw.prepare_threshold is None:
+        raw.prepare_threshold = _ONLY_WHEN_ASKED
     with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
         cursor.execute(sql, params, prepare=True)
         rows = cursor.fetchall() if cursor.description else []

@@ -3,6 +3,7 @@ selectors it stands in for."""
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -12,6 +13,7 @@ from agents.selectors import searchable_sources
 from kagent.models import ApiKey
 from kagent.sql import api_key_by_digest
 from runs import store
+from tests.conftest import make_tenant
 
 pytestmark = pytest.mark.django_db
 
@@ -118,3 +120,47 @@ def test_post_runs_reads_its_key_and_its_agent_in_one_statement(alice):
     assert response.status_code == 201 and response.json()["version"] == 1
     assert len(queries) == 2, [q["sql"] for q in queries]  # the key with the agent; the run's INSERT
     assert "kagent_apikey" in queries[0]["sql"] and "agents_agentversion" in queries[0]["sql"]
+
+
+def prepared() -> dict[str, int]:
+    """This connection's prepared statements in PostgreSQL: statement text → times executed (generic and custom
+    plans)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements")
+        return dict(cursor.fetchall())
+
+
+def test_the_hot_path_statements_are_prepared_once_and_then_reused(alice):
+    """Django opens psycopg connections with preparation turned off; the hand-written statements are prepared on
+    their connection all the same, once, and later runs execute the prepared statement instead of parsing and
+    planning the text again."""
+    api = alice.client()
+    agent = publish(api)
+    api.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json")
+    before = prepared()
+    lookups = [sql for sql in before if "FROM kagent_apikey" in sql and "agents_agentversion" in sql]
+    inserts = [sql for sql in before if sql.lstrip().startswith("WITH created AS (INSERT INTO runs_run")]
+    assert len(lookups) == 1 and len(inserts) == 1, list(before)
+    for _ in range(3):
+        assert api.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json").status_code == 201
+    after = prepared()
+    assert len(after) == len(before)  # nothing prepared again
+    assert after[lookups[0]] == before[lookups[0]] + 3 and after[inserts[0]] == before[inserts[0]] + 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_column_altered_under_a_kept_connection_does_not_break_its_prepared_statements():
+    """A deploy that changes the type of a column a prepared statement returns: PostgreSQL refuses the statement
+    prepared before ("cached plan must not change result type"); the next request is answered all the same."""
+    tenant = make_tenant("alice")
+    digest = ApiKey.digest_of(tenant.secret_key)
+    assert api_key_by_digest(digest) is not None  # prepared on this connection
+    params = {k: v for k, v in connection.get_connection_params().items() if k != "cursor_factory"}
+    with psycopg.connect(**params, autocommit=True) as other:
+        other.execute("ALTER TABLE kagent_apikey ALTER COLUMN hint TYPE text")
+        try:
+            key = api_key_by_digest(digest)
+            assert key is not None and key.project_id == tenant.project.pk
+        finally:
+            connection.close()
+            other.execute("ALTER TABLE kagent_apikey ALTER COLUMN hint TYPE varchar(20)")
