@@ -119,9 +119,15 @@ def test_a_run_that_keeps_killing_its_workers_is_stopped(h):
 
 @pytest.mark.django_db(transaction=True)  # the keeper thread has its own connection: it must see committed rows
 def test_the_lease_is_kept_while_a_model_call_is_slow(h, settings, monkeypatch):
-    """The keeper thread renews the lease during a long model call, so the sweeper leaves the run alone."""
+    """The keeper thread renews the lease during a long model call, so the sweeper leaves the run alone — also when
+    the thread fell asleep under a longer lease than the run's (it looks every 5 s under the default one)."""
     import threading
 
+    from runs.lease import KEEPER
+
+    with KEEPER.kept("run_before", held_by=1):  # the thread, started under the default lease of 120 s
+        pass
+    threading.Event().wait(0.2)
     settings.KAGENT_RUN_LEASE_SECONDS = 3
     agent = h.agent("slow-model", [text("done")])
     started = h.start(agent)
