@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from django.db import InterfaceError, NotSupportedError, OperationalError, connection
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, NotSupportedError, OperationalError, connection, connections
+from psycopg.pq import ExecStatus
 
 from kagent.models import ApiKey, Project
 
@@ -36,6 +37,7 @@ def postgres() -> bool:
 # psycopg prepares a statement once it has run this many times unprepared, or at once when asked (`prepare=True`):
 # asked is the only way here.
 _ONLY_WHEN_ASKED = 2**62
+TUPLES_OK = ExecStatus.TUPLES_OK
 
 
 def execute(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any, ...]]:
@@ -52,17 +54,20 @@ def execute(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any,
 
 
 def _execute(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any, ...]]:
-    connection.ensure_connection()
+    db = connections[DEFAULT_DB_ALIAS]  # once: each `connection.…` is a lookup in a context-local
+    db.ensure_connection()
     started = time.monotonic()
-    raw = connection.connection
+    raw = db.connection
     assert raw is not None
     if raw.prepare_threshold is None:
         raw.prepare_threshold = _ONLY_WHEN_ASKED
-    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+    with db.wrap_database_errors, psycopg.Cursor(raw) as cursor:
         cursor.execute(sql, params, prepare=True)
-        rows = cursor.fetchall() if cursor.description else []
-    if connection.queries_logged:
-        connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
+        # (Not `cursor.description`: it builds a Column object for every column on every call.)
+        result = cursor.pgresult
+        rows = cursor.fetchall() if result is not None and result.status == TUPLES_OK else []
+    if db.queries_logged:
+        db.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
     return rows
 
 

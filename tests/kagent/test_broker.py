@@ -141,3 +141,19 @@ def test_a_queue_it_cannot_read_is_none(celery_queue):
     finally:
         app.conf.task_routes = previous
     assert queue.runs_waiting() == {"run_a"}
+
+
+def test_whether_the_lean_message_may_go_follows_the_configuration_as_it_changes(settings):
+    """What `lean_possible` knows of the configuration is kept between runs, and forgotten when it changes: a
+    setting of the app's, or Django's settings under which Celery reads its own."""
+    assert broker.lean_possible(app)
+    app.conf.task_always_eager = True
+    try:
+        assert not broker.lean_possible(app)
+    finally:
+        del app.conf["task_always_eager"]
+    assert broker.lean_possible(app)
+    settings.CELERY_TASK_DEFAULT_PRIORITY = 5
+    assert not broker.lean_possible(app)
+    del settings.CELERY_TASK_DEFAULT_PRIORITY
+    assert broker.lean_possible(app)
