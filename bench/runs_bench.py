@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import itertools
 import json
 import os
@@ -431,11 +432,22 @@ def _cpu_split(n: int, one_run: Callable[[], None]) -> None:
     spent.clear()
     backend.clear()
     calls.clear()
+    collected: dict[int, list[float]] = {0: [], 1: [], 2: []}  # the collector's passes by generation: CPU seconds
+    collecting: list[float] = []
+
+    def collector(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collecting[:] = [time.process_time()]
+        elif collecting:
+            collected[info["generation"]].append(time.process_time() - collecting[0])
+
+    gc.callbacks.append(collector)
     start, start_backend = time.process_time(), backend_cpu()
     try:
         for _ in range(n):
             one_run()
     finally:
+        gc.callbacks.remove(collector)
         for owner, name, original in originals:
             setattr(owner, name, original)
     total, total_backend = time.process_time() - start, backend_cpu() - start_backend
@@ -444,6 +456,8 @@ def _cpu_split(n: int, one_run: Callable[[], None]) -> None:
         f"CPU split: {n} runs in this process, one at a time: {total / n * 1000:.2f} ms CPU per run here, "
         f"{total_backend / n * 1000:.2f} ms in its PostgreSQL backend (per run, inclusive)"
     )
+    passes = (f"generation {g}: {len(t)} passes, {sum(t) / n * 1000:.3f} ms per run" for g, t in collected.items())
+    print(f"    garbage collector: {', '.join(passes)}")
     print("       here   backend  calls")
     for module_name, attribute in CPU_PARTS:
         key = f"{module_name}.{attribute}"

@@ -22,16 +22,76 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import Any, cast
 
 import redis as redis_py
 from celery import Celery, signals
 from django.conf import settings
 from kombu.serialization import dumps as serialize
-from kombu.transport import redis
+from kombu.transport import redis, virtual
+
+# The tasks whose message a worker holds in memory only (kombu's acknowledgement emulation keeps no copy in Redis):
+# their work is in PostgreSQL and the sweeper recovers it — a run still queued whose message is neither waiting on
+# the queue is sent again after KAGENT_RUN_RESEND_MISSING_SECONDS, a claimed run whose lease ran out is queued again.
+# The copy cost the worker two Redis transactions per task (a tenth of a run's CPU in the worker) and, for a worker
+# SIGKILLed, only brought the message back after the visibility timeout, an hour later, long after the sweeper.
+SWEPT_TASKS = frozenset({"runs.execute"})
+
+
+class QoS(redis.QoS):
+    """kombu's Redis acknowledgement emulation, except for the messages of SWEPT_TASKS: those are held in memory
+    only. What kombu does with a held message is kept: taken back to the queue when the task asks it (a child
+    process lost, `reject_on_worker_lost`) and when the worker stops (`restore_unacked`), from memory."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._in_memory: set[Any] = set()  # the delivery tags of the swept messages held, not yet acknowledged
+
+    def append(self, message: Any, delivery_tag: Any) -> None:
+        if (message.headers or {}).get("task") in SWEPT_TASKS:
+            self._in_memory.add(delivery_tag)
+            virtual.QoS.append(self, message, delivery_tag)
+        else:
+            super().append(message, delivery_tag)
+
+    def ack(self, delivery_tag: Any) -> None:
+        if delivery_tag in self._in_memory:
+            self._in_memory.discard(delivery_tag)
+            virtual.QoS.ack(self, delivery_tag)
+        else:
+            super().ack(delivery_tag)
+
+    def reject(self, delivery_tag: Any, requeue: bool = False) -> None:
+        if delivery_tag in self._in_memory:
+            if requeue:
+                self.restore_by_tag(delivery_tag, leftmost=True)
+            self._in_memory.discard(delivery_tag)
+            virtual.QoS.ack(self, delivery_tag)
+        else:
+            super().reject(delivery_tag, requeue)
+
+    def restore_by_tag(self, tag: Any, client: Any = None, leftmost: bool = False) -> None:
+        if tag not in self._in_memory:
+            super().restore_by_tag(tag, client, leftmost)
+            return
+        message = (self._delivered or {}).get(tag)
+        if message is None:
+            return
+        delivery, channel = message.delivery_info, cast(Channel, self.channel)
+        with channel.conn_or_acquire(client) as connected:
+            pipe = connected.pipeline()
+            restore = channel._do_restore_message  # type: ignore[attr-defined]  # not in kombu's stubs
+            restore(message._raw, delivery["exchange"], delivery["routing_key"], pipe, leftmost)
+            pipe.execute()
+
+    def restore_unacked(self, client: Any = None) -> None:
+        super().restore_unacked(client)
+        self._in_memory.clear()
 
 
 class Channel(redis.Channel):
+    QoS = QoS
+
     @cached_property
     def _publishing_client(self) -> Any:
         return self._create_client()  # type: ignore[attr-defined]  # not in kombu's type stubs

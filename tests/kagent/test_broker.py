@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from typing import Any
@@ -157,3 +158,40 @@ def test_whether_the_lean_message_may_go_follows_the_configuration_as_it_changes
     assert not broker.lean_possible(app)
     del settings.CELERY_TASK_DEFAULT_PRIORITY
     assert broker.lean_possible(app)
+
+
+def test_a_run_message_a_worker_holds_has_no_copy_in_redis_and_goes_back_from_memory(celery_queue):
+    """kombu keeps a copy of every message a worker holds in Redis (its acknowledgement emulation: two transactions
+    per task). A run's message is held in memory only — the sweeper recovers a run whose worker died — and still
+    goes back to the queue when the task asks it (a child process lost) or the worker stops holding it."""
+    client = redis.Redis.from_url(app.conf.broker_url)
+    queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y5")
+    app.send_task("runs.sweep")  # a task that isn't swept: kombu's copy as usual
+    with app.connection_for_read() as connection:
+        channel = connection.channel()
+        try:
+            run_message, other = channel.basic_get(celery_queue), channel.basic_get(celery_queue)
+            assert run_message.headers["task"] == "runs.execute" and other.headers["task"] == "runs.sweep"
+            copies = client.hkeys(channel.unacked_key)
+            assert other.delivery_tag.encode() in copies and run_message.delivery_tag.encode() not in copies
+            channel.basic_ack(other.delivery_tag)
+            assert other.delivery_tag.encode() not in client.hkeys(channel.unacked_key)
+
+            channel.basic_reject(run_message.delivery_tag, requeue=True)  # reject_on_worker_lost
+            back = popped(celery_queue)
+            assert back["headers"]["task"] == "runs.execute" and back["headers"]["redelivered"] is True
+            assert json.loads(base64.b64decode(back["body"]))[0] == ["run_01jh2m4c6kx8t3v5n7q9s1w3y5"]
+
+            queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y6")
+            held = channel.basic_get(celery_queue)
+            assert held.delivery_tag.encode() not in client.hkeys(channel.unacked_key)
+            channel.qos.restore_unacked()  # the worker stops
+            assert json.loads(base64.b64decode(popped(celery_queue)["body"]))[0] == ["run_01jh2m4c6kx8t3v5n7q9s1w3y6"]
+
+            queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y7")
+            done = channel.basic_get(celery_queue)
+            channel.basic_ack(done.delivery_tag)
+            channel.qos.restore_unacked()
+            assert client.llen(celery_queue) == 0  # an acknowledged message doesn't come back
+        finally:
+            channel.close()
