@@ -157,6 +157,11 @@ def _lean_configuration(app: Celery) -> bool:
     `conf[x] = …`, `conf.update(…)`) over the same Django settings (`override_settings` puts others in place).
     Celery's defaults, its last layer, don't change."""
     conf = app.conf
+    if not isinstance(conf.changes, dict):
+        # The app hasn't read its configuration yet (a process's first run): until then `changes` is Celery's
+        # `PendingConfiguration`, which stands for the whole configuration (Django's settings included) and reads it
+        # when iterated. Reading a setting has the app read it, and `changes` become the changes made to it.
+        conf.task_default_queue  # noqa: B018
     changes = tuple((conf.changes or {}).items())
     django_settings = getattr(settings, "_wrapped", None)  # LazySettings' current holder
     kept = _LEAN_CONFIGURATION.get(id(app))

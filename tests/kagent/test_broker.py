@@ -195,3 +195,36 @@ def test_a_run_message_a_worker_holds_has_no_copy_in_redis_and_goes_back_from_me
             assert client.llen(celery_queue) == 0  # an acknowledged message doesn't come back
         finally:
             channel.close()
+
+
+def test_whether_the_lean_message_may_go_is_answered_before_the_app_has_read_its_configuration(settings):
+    """A process's first run (a web worker just started) asks `lean_possible` of an app that hasn't read its
+    configuration yet: Celery's `conf.changes` is then a placeholder that reads the whole configuration, Django's
+    settings included, when iterated; the answer must be the configured app's all the same."""
+    from celery import Celery
+
+    fresh = Celery("kagent")
+    fresh.config_from_object("django.conf:settings", namespace="CELERY")
+    settings.CELERY_TASK_ALWAYS_EAGER = False  # under overridden settings, as in any test
+    assert not fresh.configured
+    assert broker.lean_possible(fresh) is broker.lean_possible(app) is True
+    fresh.conf.task_always_eager = True
+    assert not broker.lean_possible(fresh)
+
+
+def test_a_run_message_still_held_when_the_worker_closes_its_channel_goes_back_to_the_queue(celery_queue):
+    """A worker's shutdown (warm or cold) closes its channel, and kombu restores what it still holds
+    (`restore_unacked_once`, after flushing what was acknowledged): a held run's message from memory, once; an
+    acknowledged one not at all."""
+    queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y8")
+    queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y9")
+    with app.connection_for_read() as connection:
+        channel = connection.channel()
+        held, done = channel.basic_get(celery_queue), channel.basic_get(celery_queue)
+        channel.basic_ack(done.delivery_tag)
+        channel.close()
+        channel.close()
+    back = popped(celery_queue)
+    assert back["headers"]["redelivered"] is True and back["properties"]["delivery_tag"] == held.delivery_tag
+    assert json.loads(base64.b64decode(back["body"]))[0] == ["run_01jh2m4c6kx8t3v5n7q9s1w3y8"]
+    assert redis.Redis.from_url(app.conf.broker_url).llen(celery_queue) == 0
