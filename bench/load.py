@@ -251,8 +251,12 @@ def run_load(
         (e or {}).get("code", "") for e in project_runs.filter(status="failed").values_list("last_error", flat=True)
     )
     last = project_runs.aggregate(last=Max("completed_at"))["last"]
-    deliveries = stack.deliveries()
     http_calls = ToolCall.objects.filter(project_id=project_id, kind="http")
+    # The business API's ledger holds every scenario's deliveries since it started (bench/faults.py runs several on
+    # one stack): this project's calls only, so that a call sent again in flight by an earlier scenario's kill isn't
+    # counted against this one.
+    ours = set(http_calls.values_list("id", flat=True))
+    deliveries = {call_id: times for call_id, times in stack.deliveries().items() if call_id in ours}
     succeeded = {
         call_id: finished.timestamp()
         for call_id, finished in http_calls.filter(status="succeeded").values_list("id", "finished_at")

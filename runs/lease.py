@@ -43,10 +43,11 @@ class LeaseKeeper:
         self._ensure_thread()
         with self._lock:
             self._waiting[run_id] = (held_by, time.monotonic())
-        # The thread isn't woken: it looks every min(period, 5 s), so a wait is renewed at the latest
-        # period + min(period, 5 s) ≤ 2 periods after it began, inside the lease of 3 periods (a wake-up of that
-        # thread for every model call was a thread switch and a GIL hand-off on the hot path). Unless it is
-        # sleeping longer than that, the lease having been shortened since it fell asleep (the tests do).
+        # The thread isn't woken: it looks every min(period / 2, 5 s), so a wait is renewed at the latest
+        # 1.5 periods after it began (period + 5 s with the default lease: 45 s of 120), well inside the lease of 3
+        # periods counted from the run's last write (a wake-up of that thread for every model call was a thread
+        # switch and a GIL hand-off on the hot path). Unless it is sleeping longer than that, the lease having been
+        # shortened since it fell asleep (the tests do).
         if self._sleeping > self._look_every():
             self._wake.set()
         try:
@@ -69,7 +70,7 @@ class LeaseKeeper:
         return max(1.0, settings.KAGENT_RUN_LEASE_SECONDS / 3)
 
     def _look_every(self) -> float:
-        return min(self._period(), 5.0)
+        return min(self._period() / 2, 5.0)
 
     def _renew_forever(self) -> None:
         while True:
