@@ -49,6 +49,8 @@ def clean_text(text: str, *, keep_joiners: bool) -> str:
 
     `keep_joiners` keeps ZWJ and ZWNJ, which Arabic-script text needs to render words correctly.
     """
+    if text.isascii() and text.isprintable():
+        return text  # space to tilde: nothing to remove or replace (most of what business APIs answer)
     out: list[str] = []
     for ch in text:
         if ch in LINE_BREAKS:
