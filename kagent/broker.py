@@ -31,7 +31,7 @@ from kombu.serialization import dumps as serialize
 from kombu.transport import redis, virtual
 
 # The tasks whose message a worker holds in memory only (kombu's acknowledgement emulation keeps no copy in Redis):
-# their work is in PostgreSQL and the sweeper recovers it — a run still queued whose message is neither waiting on
+# their work is in PostgreSQL and the sweeper recovers it — a run still queued whose message is not waiting on
 # the queue is sent again after KAGENT_RUN_RESEND_MISSING_SECONDS, a claimed run whose lease ran out is queued again.
 # The copy cost the worker two Redis transactions per task (a tenth of a run's CPU in the worker) and, for a worker
 # SIGKILLed, only brought the message back after the visibility timeout, an hour later, long after the sweeper.

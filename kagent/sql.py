@@ -37,7 +37,7 @@ def postgres() -> bool:
 # psycopg prepares a statement once it has run this many times unprepared, or at once when asked (`prepare=True`):
 # asked is the only way here.
 _ONLY_WHEN_ASKED = 2**62
-TUPLES_OK = ExecStatus.TUPLES_OK
+_TUPLES_OK = ExecStatus.TUPLES_OK
 
 
 def execute(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any, ...]]:
@@ -65,7 +65,7 @@ def _execute(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any
         cursor.execute(sql, params, prepare=True)
         # (Not `cursor.description`: it builds a Column object for every column on every call.)
         result = cursor.pgresult
-        rows = cursor.fetchall() if result is not None and result.status == TUPLES_OK else []
+        rows = cursor.fetchall() if result is not None and result.status == _TUPLES_OK else []
     if db.queries_logged:
         db.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
     return rows
