@@ -26,7 +26,9 @@ otherwise; its name must contain "bench"); nothing else is touched. Celery beat 
     after one warm-up run (the once-a-minute `last_used_at` write and the first-use signing secret are not in it).
     Django logs BEGIN and COMMIT as statements: they are round trips and are counted (and shown apart). Broken
     down by phase (markers around run_create, the model calls and the HTTP tool call) and by statement shape;
-    `--sql` prints every statement. Target <= 10. `--profile N` adds a cProfile (CPU time) of N runs here.
+    `--sql` prints every statement. Target <= 10. Where the server loads pg_stat_statements, the runs timed one at a
+    time after it are also counted in PostgreSQL's own statistics (top-level statements, as seen from outside).
+    `--profile N` adds a cProfile (CPU time) of N runs here.
 (c) ms per run with 10, 100 and 1,000 runs queued at once: submit all while nothing consumes the queue, then let a
     worker take them, until all complete; time from the first claim (`started_at`) to the last `completed_at`.
     Twice: with the worker of (a) still running (warm; `cancel_consumer` / `add_consumer`), and with a fresh worker
@@ -225,6 +227,36 @@ def sql_shape(sql: str) -> str:
     if m:
         return f"INSERT INTO {m.group(1)}"
     return s[:140]
+
+
+_THIS_DATABASE = "(SELECT oid FROM pg_database WHERE datname = current_database())"
+
+
+def _postgres_statements_start() -> bool:
+    """Starts PostgreSQL's own count of this database's statements (pg_stat_statements, top-level statements: what
+    an outside observer counts, foreign-key checks deferred to COMMIT included); False when the server doesn't load
+    the module (shared_preload_libraries)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('shared_preload_libraries')")
+        if "pg_stat_statements" not in cursor.fetchone()[0]:
+            return False
+        cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        cursor.execute(f"SELECT pg_stat_statements_reset(0, {_THIS_DATABASE}, 0)")
+    return True
+
+
+def _postgres_statements() -> int:
+    """The statements PostgreSQL counted in this database since `_postgres_statements_start`, but for its own."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT COALESCE(SUM(calls), 0) FROM pg_stat_statements WHERE dbid = {_THIS_DATABASE} "
+            "AND query NOT LIKE '%%pg_stat_statements%%'"
+        )
+        return int(cursor.fetchone()[0])
 
 
 class Phases:
@@ -743,6 +775,7 @@ def _bench(
         print(f"      {count:3d}x {shape[:150]}")
 
     serial: dict[str, list[float]] = {"api": [], "api_cpu": [], "engine": [], "engine_cpu": []}
+    counted_by_postgres = _postgres_statements_start()
     for _ in range(5 if args.quick else 20):
         t0, c0 = time.perf_counter(), time.process_time()
         run_id = submit(api)
@@ -757,6 +790,11 @@ def _bench(
         f"    one run at a time in this process (median of {len(serial['api'])}): POST /v1/runs {med['api']:.1f} ms "
         f"({med['api_cpu']:.1f} ms CPU) + run_execute {med['engine']:.1f} ms ({med['engine_cpu']:.1f} ms CPU)"
     )
+    if counted_by_postgres:
+        per_run = _postgres_statements() / len(serial["api"])
+        print(f"    in PostgreSQL's own statistics (pg_stat_statements, top level), these runs: {per_run:.1f} per run")
+    else:
+        print("    (pg_stat_statements is not loaded by this server: PostgreSQL's own count not taken)")
 
     if args.profile:
         _profile(args.profile, lambda: engine.run_execute(submit(api)))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import F
 from django.db.models.functions import Coalesce
 
@@ -175,7 +175,8 @@ def insert_run(run: Run) -> None:
             run.save(force_insert=True)
             RunEvent.objects.create(run_id=run.pk, type=RunEvent.Type.QUEUED)
         return
-    values = [f.get_db_prep_save(getattr(run, f.attname), connection) for f in _RUN_FIELDS]
+    db = connections[DEFAULT_DB_ALIAS]  # not the proxy `connection`: each of its reads is a context-local lookup
+    values = [f.get_db_prep_save(getattr(run, f.attname), db) for f in _RUN_FIELDS]
     execute(_INSERT_RUN_SQL, [*values, RunEvent.Type.QUEUED])
     run._state.adding = False
 

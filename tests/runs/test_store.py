@@ -3,9 +3,11 @@ selectors it stands in for."""
 
 from __future__ import annotations
 
+import importlib
+
 import psycopg
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from agents.models import KnowledgeSource
@@ -13,6 +15,7 @@ from agents.selectors import searchable_sources
 from kagent.models import ApiKey
 from kagent.sql import api_key_by_digest
 from runs import store
+from runs.models import RunEvent
 from tests.conftest import make_tenant
 
 pytestmark = pytest.mark.django_db
@@ -164,3 +167,23 @@ def test_a_column_altered_under_a_kept_connection_does_not_break_its_prepared_st
         finally:
             connection.close()
             other.execute("ALTER TABLE kagent_apikey ALTER COLUMN hint TYPE varchar(20)")
+
+
+def test_a_runs_foreign_keys_are_checked_by_the_statement_that_writes_the_row():
+    """Django makes every foreign key DEFERRABLE INITIALLY DEFERRED: checked at COMMIT, where PostgreSQL's statistics
+    count each check as a statement of its own (15 beside a run's 6). The tables a run writes check theirs in the
+    statement: a row referring to nothing fails there, and a later migration that re-creates one of these keys
+    deferred (as Django does) fails here."""
+    with pytest.raises(IntegrityError), transaction.atomic():
+        # Deferred, this INSERT would pass and only the COMMIT (never reached in a test's transaction) would fail.
+        RunEvent.objects.create(run_id="run_00000000000000000000000000", type=RunEvent.Type.QUEUED)
+    tables = importlib.import_module("runs.migrations.0010_foreign_keys_checked_in_statement").RUN_TABLES
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT conrelid::regclass::text, conname, condeferrable FROM pg_constraint "
+            "WHERE contype = 'f' AND conrelid::regclass::text = ANY(%s)",
+            [list(tables)],
+        )
+        keys = cursor.fetchall()
+    assert {table for table, _, _ in keys} == set(tables)  # every table named exists and has its keys
+    assert [name for _, name, deferrable in keys if deferrable] == []

@@ -1,0 +1,68 @@
+# The foreign keys of the tables a run writes are checked by the statement that writes the row (NOT DEFERRABLE),
+# not at its commit (Django makes every foreign key DEFERRABLE INITIALLY DEFERRED).
+#
+# A deferred check is fired at COMMIT, outside any statement, and PostgreSQL's own statistics count each one as a
+# statement of its own: pg_stat_statements listed 15 `SELECT 1 FROM ONLY "public"."runs_run" x WHERE "id" = $1 FOR
+# KEY SHARE OF x`-shaped checks beside a run's 6 statements (every event, step and tool call row checks its run;
+# the run its project, agent, version and key; a tool call and an egress log row their project). Checked in the
+# statement, the same checks are part of it (a trigger of the statement, counted with it), and a bad reference
+# fails the statement that made it rather than a later COMMIT. Nothing here inserts a row before the row it refers
+# to within a transaction, and Django's deletion collector deletes the rows that refer to a row before it, as it
+# does on databases without deferred constraints. tests/runs/test_store.py keeps these keys immediate: a later
+# migration that re-creates one of them (Django re-creates a key as deferred) makes that test fail.
+
+from django.db import migrations
+
+# The tables written by creating and executing runs, sessions included (events, steps, calls, messages, the desk's
+# handoffs and tickets, the egress log, the webhook outbox).
+RUN_TABLES = (
+    "runs_run",
+    "runs_runevent",
+    "runs_runstep",
+    "runs_toolcall",
+    "runs_message",
+    "runs_session",
+    "runs_segment",
+    "runs_enduser",
+    "runs_handoff",
+    "runs_ticket",
+    "runs_ticketcounter",
+    "kagent_egressevent",
+    "hooks_webhookevent",
+    "hooks_webhookdelivery",
+)
+
+_KEYS = """
+SELECT conrelid::regclass::text, conname FROM pg_constraint
+WHERE contype = 'f' AND conrelid::regclass::text = ANY(%s) AND condeferrable = %s
+ORDER BY 1, 2
+"""
+
+
+def _alter(deferrable: bool, to: str):  # type: ignore[no-untyped-def]
+    def run(apps, schema_editor):  # type: ignore[no-untyped-def]
+        if schema_editor.connection.vendor != "postgresql":
+            return
+        quote = schema_editor.quote_name
+        with schema_editor.connection.cursor() as cursor:
+            cursor.execute(_KEYS, [list(RUN_TABLES), deferrable])
+            keys = cursor.fetchall()
+        for table, name in keys:
+            schema_editor.execute(f"ALTER TABLE {quote(table)} ALTER CONSTRAINT {quote(name)} {to}")
+
+    return run
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("runs", "0009_message_unverified_claims"),
+        ("kagent", "0004_api_key_allowed_origins"),
+        ("hooks", "0001_initial"),
+    ]
+
+    operations = [
+        migrations.RunPython(
+            _alter(True, "NOT DEFERRABLE"),
+            _alter(False, "DEFERRABLE INITIALLY DEFERRED"),
+        ),
+    ]
