@@ -112,8 +112,11 @@ class EgressClient:
         host, port, path = "", None, ""
         outcome: dict[str, Any] = {"status": None, "bytes": 0, "address": ""}
         try:
-            host, port, path = _log_target(url)
-            target = url_check(url)
+            try:
+                target = url_check(url)
+            except EgressError:
+                host, port, path = _log_target(url)
+                raise
             host, port, path = target.host, target.port, target.path
             response = self._send(
                 project_id=project_id,
