@@ -528,6 +528,11 @@ def main() -> None:
         help="also profile N runs in this process (API + run_execute) with cProfile",
     )
     parser.add_argument("--keep-db", action="store_true", help="leave the benchmark database for inspection")
+    parser.add_argument(
+        "--http",
+        action="store_true",
+        help="(a) submits over HTTP to gunicorn (gunicorn.conf.py) instead of through Django's test client",
+    )
     args = parser.parse_args()
     runs = args.runs or (30 if args.quick else 200)
     reps = args.reps or (1 if args.quick else 5)
@@ -848,6 +853,32 @@ def _bench(
             time.sleep(0.05)
         return proc, name
 
+    def start_web(env: dict[str, str]) -> tuple[subprocess.Popen[Any], str]:
+        """gunicorn with the project's gunicorn.conf.py (its workers and threads), on a free port of 127.0.0.1."""
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        log = LOG_DIR / "web.log"
+        proc = processes.start(
+            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "kagent.wsgi"],
+            env={
+                **env,
+                "KAGENT_BIND": f"127.0.0.1:{port}",
+                "ALLOWED_HOSTS": "127.0.0.1",
+                "KAGENT_TRUSTED_PROXIES": "127.0.0.1/32",
+            },
+            log=log,
+        )
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    return proc, base
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"gunicorn did not start:\n{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.1)
+
     def wait_done(ids: list[str], timeout: float) -> None:
         # Polled rarely: this process's CPU and its database backend are measured, and the rates come from the runs'
         # own timestamps (first claim to last completion), not from when this loop noticed.
@@ -899,9 +930,11 @@ def _bench(
     from django.utils import timezone
 
     worker, worker_name = start_worker()
+    web = start_web(worker_env) if args.http else None
     postgres = PostgresPids(args.database_url)
     cpu_groups = {
-        "API (this process)": lambda pid, pgrp, comm: pid == os.getpid(),
+        ("this process (the app's httpx)" if web else "API (this process)"): lambda pid, pgrp, comm: pid == os.getpid(),
+        **({"gunicorn (the API)": lambda pid, pgrp, comm: pgrp == web[0].pid} if web else {}),
         "celery worker": lambda pid, pgrp, comm: pgrp == worker.pid,
         "postgres (this database)": lambda pid, pgrp, comm: comm == "postgres" and pid in postgres.pids,
         "redis": lambda pid, pgrp, comm: comm.startswith("redis-server"),
@@ -968,9 +1001,28 @@ def _bench(
             future.result()
 
     def submit_many(count: int) -> list[str]:
+        if web is not None:
+            return submit_many_http(count, web[1])
         if not hasattr(local, "client"):
             local.client = client()
         return [submit(local.client) for _ in range(count) if not STOPPING.is_set()]
+
+    def submit_many_http(count: int, base: str) -> list[str]:
+        """As `submit`, over HTTP with a keep-alive client per thread; each run from another customer address,
+        forwarded by the trusted proxy the app's server is behind here (KAGENT_TRUSTED_PROXIES)."""
+        if not hasattr(local, "http"):
+            local.http = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret_key}"}, timeout=30)
+        ids = []
+        for _ in range(count):
+            if STOPPING.is_set():
+                break
+            n = next(customers)
+            address = f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
+            response = local.http.post("/v1/runs", json=run_body, headers={"X-Forwarded-For": address})
+            if response.status_code != 201:
+                raise SystemExit(f"POST /v1/runs answered {response.status_code}: {response.content[:500]!r}")
+            ids.append(str(response.json()["id"]))
+        return ids
 
     on_both_threads(lambda: submit_many(1))  # clients made, connections open
 
