@@ -232,19 +232,23 @@ def sql_shape(sql: str) -> str:
 _THIS_DATABASE = "(SELECT oid FROM pg_database WHERE datname = current_database())"
 
 
-def _postgres_statements_start() -> bool:
+def _postgres_statements_start() -> str:
     """Starts PostgreSQL's own count of this database's statements (pg_stat_statements, top-level statements: what
-    an outside observer counts, foreign-key checks deferred to COMMIT included); False when the server doesn't load
-    the module (shared_preload_libraries)."""
-    from django.db import connection
+    an outside observer counts, foreign-key checks deferred to COMMIT included): "" when started, else why not (the
+    server doesn't load the module, or this role may not read the setting, create the extension or reset its
+    statistics: each needs a privilege a role that is not a superuser may lack)."""
+    from django.db import DatabaseError, connection
 
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT current_setting('shared_preload_libraries')")
-        if "pg_stat_statements" not in cursor.fetchone()[0]:
-            return False
-        cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-        cursor.execute(f"SELECT pg_stat_statements_reset(0, {_THIS_DATABASE}, 0)")
-    return True
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('shared_preload_libraries')")
+            if "pg_stat_statements" not in cursor.fetchone()[0]:
+                return "pg_stat_statements is not loaded by this server"
+            cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            cursor.execute(f"SELECT pg_stat_statements_reset(0, {_THIS_DATABASE}, 0)")
+    except DatabaseError as exc:
+        return str(exc).strip().splitlines()[0]
+    return ""
 
 
 def _postgres_statements() -> int:
@@ -253,7 +257,7 @@ def _postgres_statements() -> int:
 
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT COALESCE(SUM(calls), 0) FROM pg_stat_statements WHERE dbid = {_THIS_DATABASE} "
+            f"SELECT COALESCE(SUM(calls), 0) FROM pg_stat_statements WHERE dbid = {_THIS_DATABASE} AND toplevel "
             "AND query NOT LIKE '%%pg_stat_statements%%'"
         )
         return int(cursor.fetchone()[0])
@@ -780,7 +784,7 @@ def _bench(
         print(f"      {count:3d}x {shape[:150]}")
 
     serial: dict[str, list[float]] = {"api": [], "api_cpu": [], "engine": [], "engine_cpu": []}
-    counted_by_postgres = _postgres_statements_start()
+    not_counted_by_postgres = _postgres_statements_start()
     for _ in range(5 if args.quick else 20):
         t0, c0 = time.perf_counter(), time.process_time()
         run_id = submit(api)
@@ -795,11 +799,11 @@ def _bench(
         f"    one run at a time in this process (median of {len(serial['api'])}): POST /v1/runs {med['api']:.1f} ms "
         f"({med['api_cpu']:.1f} ms CPU) + run_execute {med['engine']:.1f} ms ({med['engine_cpu']:.1f} ms CPU)"
     )
-    if counted_by_postgres:
+    if not not_counted_by_postgres:
         per_run = _postgres_statements() / len(serial["api"])
         print(f"    in PostgreSQL's own statistics (pg_stat_statements, top level), these runs: {per_run:.1f} per run")
     else:
-        print("    (pg_stat_statements is not loaded by this server: PostgreSQL's own count not taken)")
+        print(f"    (PostgreSQL's own count not taken: {not_counted_by_postgres})")
 
     if args.profile:
         _profile(args.profile, lambda: engine.run_execute(submit(api)))

@@ -17,9 +17,19 @@ from runs.models import Handoff, Run, Session, Ticket, TicketCounter, ToolCall
 SEARCH_RESULTS = 3
 
 
+def _lock_session_first(run: Run) -> None:
+    """Takes the session's row before a desk row refers to the run and the session. The foreign keys are checked in
+    the INSERT (runs/migrations/0010), the run's before the session's: without this, a new message on the session
+    (run_create: the session's row FOR UPDATE, then the open run's to supersede it) and this INSERT (the run's row
+    FOR KEY SHARE, then the session's) wait for each other."""
+    if run.session_id is not None:
+        list(Session.objects.select_for_update(no_key=True).filter(pk=run.session_id).values_list("pk"))
+
+
 def _transfer_to_human(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[str, Any]:
     handoff = Handoff.objects.filter(tool_call_id=call.id).first()
     if handoff is None:
+        _lock_session_first(run)
         handoff = Handoff.objects.create(
             project_id=run.project_id,
             session_id=run.session_id,
@@ -44,6 +54,7 @@ def _transfer_to_human(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[s
 def _create_ticket(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[str, Any]:
     ticket = Ticket.objects.filter(tool_call_id=call.id).first()
     if ticket is None:
+        _lock_session_first(run)
         counter, _ = TicketCounter.objects.get_or_create(project_id=run.project_id)
         counter = TicketCounter.objects.select_for_update().get(pk=counter.pk)
         counter.last_number += 1

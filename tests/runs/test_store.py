@@ -174,9 +174,11 @@ def test_a_runs_foreign_keys_are_checked_by_the_statement_that_writes_the_row():
     count each check as a statement of its own (15 beside a run's 6). The tables a run writes check theirs in the
     statement: a row referring to nothing fails there, and a later migration that re-creates one of these keys
     deferred (as Django does) fails here."""
-    with pytest.raises(IntegrityError), transaction.atomic():
+    with pytest.raises(IntegrityError) as refused, transaction.atomic():
         # Deferred, this INSERT would pass and only the COMMIT (never reached in a test's transaction) would fail.
         RunEvent.objects.create(run_id="run_00000000000000000000000000", type=RunEvent.Type.QUEUED)
+    # The key's own refusal, not another constraint's.
+    assert isinstance(refused.value.__cause__, psycopg.errors.ForeignKeyViolation), refused.value
     tables = importlib.import_module("runs.migrations.0010_foreign_keys_checked_in_statement").RUN_TABLES
     with connection.cursor() as cursor:
         cursor.execute(
