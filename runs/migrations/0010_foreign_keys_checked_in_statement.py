@@ -32,11 +32,17 @@ RUN_TABLES = (
     "hooks_webhookdelivery",
 )
 
+# The keys of the tables of that name in the schema Django's tables are in (the first of the search path).
 _KEYS = """
-SELECT conrelid::regclass::text, conname FROM pg_constraint
-WHERE contype = 'f' AND conrelid::regclass::text = ANY(%s) AND condeferrable = %s
+SELECT c.relname, con.conname FROM pg_constraint AS con JOIN pg_class AS c ON c.oid = con.conrelid
+WHERE con.contype = 'f' AND c.relnamespace = current_schema()::regnamespace AND c.relname = ANY(%s)
+    AND con.condeferrable = %s
 ORDER BY 1, 2
 """
+# ALTER CONSTRAINT changes the catalog only, but takes each table's ACCESS EXCLUSIVE lock: behind a long transaction
+# of a worker still running during the deploy it would wait, and every read of the table would queue behind it.
+# Waiting at most this long, the migration fails instead (nothing changed: it is one transaction); run it again.
+LOCK_TIMEOUT = "SET LOCAL lock_timeout = '10s'"
 
 
 def _alter(deferrable: bool, to: str):  # type: ignore[no-untyped-def]
@@ -47,6 +53,7 @@ def _alter(deferrable: bool, to: str):  # type: ignore[no-untyped-def]
         with schema_editor.connection.cursor() as cursor:
             cursor.execute(_KEYS, [list(RUN_TABLES), deferrable])
             keys = cursor.fetchall()
+        schema_editor.execute(LOCK_TIMEOUT)
         for table, name in keys:
             schema_editor.execute(f"ALTER TABLE {quote(table)} ALTER CONSTRAINT {quote(name)} {to}")
 

@@ -12,10 +12,14 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.models import KnowledgeSource
 from agents.selectors import searchable_sources
-from kagent.models import ApiKey
+from agents.services import agent_create, agent_publish
+from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEvent
+from hooks.services import endpoint_create
+from kagent.models import ApiKey, EgressEvent
 from kagent.sql import api_key_by_digest
-from runs import store
-from runs.models import RunEvent
+from runs import builtin_tools, services, store
+from runs.models import Handoff, Run, RunEvent, RunStep, Segment, Session, Ticket, TicketCounter, ToolCall
+from runs.models import Message as ChatMessage
 from tests.conftest import make_tenant
 
 pytestmark = pytest.mark.django_db
@@ -182,10 +186,54 @@ def test_a_runs_foreign_keys_are_checked_by_the_statement_that_writes_the_row():
     tables = importlib.import_module("runs.migrations.0010_foreign_keys_checked_in_statement").RUN_TABLES
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT conrelid::regclass::text, conname, condeferrable FROM pg_constraint "
-            "WHERE contype = 'f' AND conrelid::regclass::text = ANY(%s)",
+            "SELECT c.relname, con.conname, con.condeferrable FROM pg_constraint AS con "
+            "JOIN pg_class AS c ON c.oid = con.conrelid "
+            "WHERE con.contype = 'f' AND c.relnamespace = current_schema()::regnamespace AND c.relname = ANY(%s)",
             [list(tables)],
         )
         keys = cursor.fetchall()
     assert {table for table, _, _ in keys} == set(tables)  # every table named exists and has its keys
     assert [name for _, name, deferrable in keys if deferrable] == []
+
+
+def test_a_session_and_a_project_with_all_a_run_writes_are_deleted_whole(alice):
+    """With those keys checked in the statement, every deletion must delete the rows that refer to a row before it.
+    Django's collector orders them only for keys that can't be null: a nullable key (a message's session, an egress
+    row's project) it leaves, on PostgreSQL, to constraints checked at COMMIT. A session, then the project, with a
+    run, its events, steps, calls, messages, handoff, ticket, egress row and webhook outbox rows, are deleted whole."""
+    agent = agent_create(project=alice.project, name="a")
+    agent_publish(agent=agent)
+    key = ApiKey.objects.get(project=alice.project, kind=ApiKey.Kind.SECRET)
+    session = services.session_create(project=alice.project, api_key=key, agent_id=agent.pk)
+    run = services.run_create(project=alice.project, api_key=key, agent_id=agent.pk, text="hi", session_id=session.pk)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.IN_PROGRESS, claims=1)
+    run = Run.objects.get(pk=run.pk)
+    for index, (name, arguments) in enumerate(
+        (
+            ("create_ticket", {"title": "Broken item", "description": "Arrived broken."}),
+            ("transfer_to_human", {"reason_type": "other", "summary": "The customer asks for a person."}),
+        )
+    ):
+        call = ToolCall.objects.create(
+            project=alice.project, run=run, round=1, index=index, model_call_id=f"m{index}", name=name, rate_key="r"
+        )
+        builtin_tools.builtin_execute(run=run, call=call, name=name, arguments=arguments, fields={})
+    RunStep.objects.create(run=run, kind=RunStep.Kind.MODEL_CALL)
+    EgressEvent.objects.create(project=alice.project, purpose="http_tool", method="GET", host="h", decision="allowed")
+    endpoint, _ = endpoint_create(
+        project=alice.project, url="https://hooks.example.com/in", event_types=["run.completed"]
+    )
+    event = WebhookEvent.objects.create(project=alice.project, type="run.completed", object_id=run.pk, data={})
+    delivery = WebhookDelivery.objects.create(project=alice.project, endpoint=endpoint, event=event)
+    WebhookAttempt.objects.create(delivery=delivery, number=1, outcome=WebhookAttempt.Outcome.SUCCEEDED)
+    written = (RunEvent, ChatMessage, Handoff, Ticket, TicketCounter, Segment)
+    assert all(model.objects.filter(project_id=alice.project.pk).exists() for model in (ChatMessage, Handoff, Ticket))
+    assert all(model.objects.exists() for model in written)
+
+    Session.objects.get(pk=session.pk).delete()  # its messages and segments go; the run and the desk's rows stay
+    assert not ChatMessage.objects.filter(session_id=session.pk).exists() and Run.objects.filter(pk=run.pk).exists()
+    alice.project.delete()
+    for model in (*written, Run, RunStep, ToolCall, EgressEvent, WebhookEvent, WebhookDelivery, WebhookAttempt):
+        assert not model.objects.exists(), model.__name__
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # the keys that are still deferred: checked now
