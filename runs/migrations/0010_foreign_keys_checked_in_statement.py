@@ -6,10 +6,14 @@
 # KEY SHARE OF x`-shaped checks beside a run's 6 statements (every event, step and tool call row checks its run;
 # the run its project, agent, version and key; a tool call and an egress log row their project). Checked in the
 # statement, the same checks are part of it (a trigger of the statement, counted with it), and a bad reference
-# fails the statement that made it rather than a later COMMIT. Nothing here inserts a row before the row it refers
-# to within a transaction, and Django's deletion collector deletes the rows that refer to a row before it, as it
-# does on databases without deferred constraints. tests/runs/test_store.py keeps these keys immediate: a later
-# migration that re-creates one of them (Django re-creates a key as deferred) makes that test fail.
+# fails the statement that made it rather than a later COMMIT.
+#
+# What it changes besides: a key's row lock (FOR KEY SHARE on the row referred to) is taken when the row is written,
+# not at COMMIT, so a transaction of several statements takes its locks in another order (runs/builtin_tools.py
+# takes a session's row first for that; tests/runs/test_desk_locks.py). Nothing inserts a row before the row it
+# refers to within a transaction. Django's deletion collector orders deletes only for keys that can't be null: the
+# deletion of a session and of a project with everything a run writes is tested (tests/runs/test_store.py, which
+# also keeps these keys immediate: a later migration that re-creates one, deferred as Django does, fails it).
 
 from django.db import migrations
 
