@@ -255,7 +255,11 @@ def run_create(
     assert session_id is not None
     with transaction.atomic():
         session = _session_for_run(project, api_key, session_id, what.agent, identity)
-        session = Session.objects.select_for_update().get(pk=session.pk)  # one new run at a time per session
+        # One new run at a time per session. FOR NO KEY UPDATE, not FOR UPDATE: the rows that refer to the session
+        # (a completing run's assistant message, a desk row) take its row FOR KEY SHARE, which FOR UPDATE would
+        # block; a completion holding its run's row would then wait for this transaction, which waits for that run's
+        # row to supersede it (tests/runs/test_session_lock_order.py).
+        session = Session.objects.select_for_update(no_key=True).get(pk=session.pk)
         if options.idempotency is not None and api_key is not None:
             # A request racing with this key may have made its run while this one waited for the session.
             earlier = _earlier(api_key, options.idempotency)
@@ -268,8 +272,8 @@ def run_create(
             session, what.version, what.config, what.http_tools, _facts(what, identity, session, options), now
         )
         tool_set = segment.tool_set if store else without_client_tools(segment.tool_set)
-        history = _history(session)
         _supersede_open_runs(session)
+        history = _history(session)  # after the open run ended or was superseded: with its answer, if it made one
         # The customer wrote again: a closed conversation is open again (a handed-off one stays with the team).
         Session.objects.filter(pk=session.pk).update(
             last_activity_at=now,
