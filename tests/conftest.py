@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Every object the API renders during the tests is checked against its own OpenAPI schema.
 Resource.check_renders = True
 
-pytest_plugins = ["tests.plugins.llm", "tests.plugins.egress"]
+pytest_plugins = ["tests.plugins.llm", "tests.plugins.egress", "tests.races"]
 
 
 @dataclass

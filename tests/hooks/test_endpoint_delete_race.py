@@ -7,29 +7,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connections
 
 from hooks import services
 from hooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
-from tests.runs.test_session_lock_order import _set_keys
+from tests.races import race
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(params=[False, True], ids=["immediate", "deferred"])
-def deferred(request: Any) -> Iterator[bool]:
-    if request.param:
-        _set_keys(True)
-    try:
-        yield request.param
-    finally:
-        if request.param:
-            connections.close_all()
-            _set_keys(False)
 
 
 def test_deleting_an_endpoint_while_an_event_is_dispatched(alice: Any, deferred: bool, monkeypatch) -> None:
@@ -48,30 +34,12 @@ def test_deleting_an_endpoint_while_an_event_is_dispatched(alice: Any, deferred:
         return made
 
     monkeypatch.setattr(manager, "bulk_create", bulk_create_then_wait)
-    errors: dict[str, BaseException] = {}
-
-    def dispatch() -> None:
-        try:
-            services.event_dispatch(event_id=event.pk)
-        except BaseException as exc:  # noqa: BLE001
-            errors["dispatch"] = exc
-        finally:
-            connections.close_all()
 
     def delete() -> None:
         inserted.wait(5)
-        try:
-            services.endpoint_delete(endpoint=endpoint)
-        except BaseException as exc:  # noqa: BLE001
-            errors["endpoint_delete"] = exc
-        finally:
-            connections.close_all()
+        services.endpoint_delete(endpoint=endpoint)
 
-    threads = [threading.Thread(target=dispatch), threading.Thread(target=delete)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
+    errors = race(dispatch=lambda: services.event_dispatch(event_id=event.pk), endpoint_delete=delete)
     # Before 0010 the dispatch failed instead (its delivery's key checked at its COMMIT, after the deletion): the
     # sweep dispatches the event again, to the endpoints that are left.
     assert "endpoint_delete" not in errors, errors  # the project's own request

@@ -9,12 +9,12 @@ import time
 from typing import Any
 
 import pytest
-from django.db import connections
 
 from agents.services import agent_create, agent_publish
 from kagent.models import ApiKey
 from runs import builtin_tools, services
 from runs.models import Run, ToolCall
+from tests.races import race
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,31 +52,13 @@ def test_a_desk_builtin_and_a_new_message_on_its_session_do_not_deadlock(alice: 
         supersede(locked)
 
     monkeypatch.setattr(services, "_supersede_open_runs", supersede_later)
-    errors: dict[str, BaseException] = {}
 
     def new_message() -> None:
-        try:
-            services.run_create(
-                project=alice.project, api_key=key, agent_id=agent.pk, text="again", session_id=session.pk
-            )
-        except BaseException as exc:  # noqa: BLE001
-            errors["run_create"] = exc
-        finally:
-            connections.close_all()
+        services.run_create(project=alice.project, api_key=key, agent_id=agent.pk, text="again", session_id=session.pk)
 
     def builtin() -> None:
         session_held.wait(5)
-        try:
-            builtin_tools.builtin_execute(run=run, call=call, name=name, arguments=ARGUMENTS[name], fields={})
-        except BaseException as exc:  # noqa: BLE001
-            errors[name] = exc
-        finally:
-            connections.close_all()
+        builtin_tools.builtin_execute(run=run, call=call, name=name, arguments=ARGUMENTS[name], fields={})
 
-    threads = [threading.Thread(target=new_message), threading.Thread(target=builtin)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert errors == {}
+    assert race(run_create=new_message, builtin=builtin) == {}
     assert Run.objects.get(pk=run.pk).cancel_requested  # superseded

@@ -9,14 +9,11 @@ run alone commits at once, so its key checks came as late then, and the race dea
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connection, connections
 from django.utils import timezone
 
 from agents.services import agent_create, agent_publish
@@ -24,30 +21,9 @@ from kagent.models import ApiKey
 from runs import services, store
 from runs.models import Message as ChatMessage
 from runs.models import Run, RunStep
+from tests.races import race
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-MIGRATION = importlib.import_module("runs.migrations.0010_foreign_keys_checked_in_statement")
-
-
-def _set_keys(deferrable: bool) -> None:
-    to = "DEFERRABLE INITIALLY DEFERRED" if deferrable else "NOT DEFERRABLE"
-    with connection.cursor() as cursor:
-        cursor.execute(MIGRATION._KEYS, [list(MIGRATION.RUN_TABLES), not deferrable])
-        for table, name in cursor.fetchall():
-            cursor.execute(f'ALTER TABLE "{table}" ALTER CONSTRAINT "{name}" {to}')
-
-
-@pytest.fixture(params=[False, True], ids=["immediate", "deferred"])
-def deferred(request: Any) -> Iterator[bool]:
-    if request.param:
-        _set_keys(True)
-    try:
-        yield request.param
-    finally:
-        if request.param:
-            connections.close_all()
-            _set_keys(False)
 
 
 def test_a_completion_and_a_new_message_on_its_session_do_not_deadlock(alice: Any, deferred: bool, monkeypatch) -> None:
@@ -68,41 +44,23 @@ def test_a_completion_and_a_new_message_on_its_session_do_not_deadlock(alice: An
         supersede(locked)
 
     monkeypatch.setattr(services, "_supersede_open_runs", supersede_later)
-    errors: dict[str, BaseException] = {}
 
     def new_message() -> None:
-        try:
-            services.run_create(
-                project=alice.project, api_key=key, agent_id=agent.pk, text="again", session_id=session.pk
-            )
-        except BaseException as exc:  # noqa: BLE001
-            errors["run_create"] = exc
-        finally:
-            connections.close_all()
+        services.run_create(project=alice.project, api_key=key, agent_id=agent.pk, text="again", session_id=session.pk)
 
     def completion() -> None:
         session_held.wait(5)
-        try:
-            step = RunStep(run=run, kind=RunStep.Kind.MODEL_CALL, round=1, data={})
-            store.complete(
-                run,
-                held_by=1,
-                text="Hello.",
-                output={"text": "Hello.", "unverified_claims": []},
-                transcript=[],
-                step=step,
-                now=timezone.now(),
-            )
-        except BaseException as exc:  # noqa: BLE001
-            errors["complete"] = exc
-        finally:
-            connections.close_all()
+        step = RunStep(run=run, kind=RunStep.Kind.MODEL_CALL, round=1, data={})
+        store.complete(
+            run,
+            held_by=1,
+            text="Hello.",
+            output={"text": "Hello.", "unverified_claims": []},
+            transcript=[],
+            step=step,
+            now=timezone.now(),
+        )
 
-    threads = [threading.Thread(target=new_message), threading.Thread(target=completion)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert errors == {}
+    assert race(run_create=new_message, complete=completion) == {}
     assert Run.objects.get(pk=run.pk).status == Run.Status.COMPLETED  # it finished before it could be superseded
     assert ChatMessage.objects.filter(session=session).count() == 3  # hi, the answer, again
