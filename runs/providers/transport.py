@@ -1,7 +1,7 @@
 """What the HTTP providers share: the exchange with the model endpoint, status checks and error excerpts (secrets
 masked), and reading the JSON they answer.
 
-The operator's endpoint (`KAGENT_LLM_BASE_URL`) is trusted configuration and is called over plain httpx
+The operator's endpoint (`KAGENT_LLM_BASE_URL`) is trusted configuration and is called over a plain HTTP/1.1 client
 (`operator_post`). A tenant `base_url` is reached ONLY through the hardened client (`tenant_post`), with the key from
 the tenant secret named `api_key_secret` (`tenant_secret`: only to a host in that secret's `allowed_hosts`), and
 signed with the project's tool signing secret.
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import ssl
 import threading
 import time
 from collections.abc import Sequence
@@ -18,13 +20,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import httpcore
 import httpx
 from django.conf import settings
 
 from kagent.egress import USER_AGENT, joined_headers
 from kagent.masking import mask_secrets
 from runs.llm import ModelError, ModelRequest
+from runs.providers import http1
 from runs.providers.retry import RETRYABLE_EGRESS_CODES, RETRYABLE_STATUSES, UpstreamError
 
 
@@ -101,30 +103,22 @@ OPERATOR_CONNECT_TIMEOUT_S = 5.0
 OPERATOR_TOTAL_TIMEOUT_S = 60.0  # override with settings.KAGENT_LLM_TIMEOUT_S
 MAX_ANSWER_BYTES = 8 * 1024 * 1024  # a chat answer is kilobytes; this only stops a broken endpoint filling memory
 
-_operator_pool: httpcore.ConnectionPool | None = None
-_operator_pid: int | None = None
+_operator_endpoints: dict[str, http1.Endpoint] = {}
 _operator_lock = threading.Lock()
 
 
-def _operator_http() -> httpcore.ConnectionPool:
-    """One connection pool per process (a forked Celery worker gets its own: sockets are never shared across forks),
-    used through httpcore — httpx's own transport — directly: httpx's request and response objects around each
-    exchange (URL parsing, header models) cost more than the exchange with the model on the hot path of every run,
-    and nothing of what they add (cookies, auth, redirects, environment proxies) is wanted here."""
-    global _operator_pool, _operator_pid
-    with _operator_lock:
-        if _operator_pool is None or _operator_pid != os.getpid():
-            _operator_pool = httpcore.ConnectionPool(
-                ssl_context=httpx.create_ssl_context(trust_env=False),
-                max_connections=100,
-                max_keepalive_connections=20,
-            )
-            _operator_pid = os.getpid()
-        return _operator_pool
+@dataclass(frozen=True)
+class _OperatorUrl:
+    endpoint_key: str
+    scheme: str
+    host: str
+    port: int
+    host_header: str
+    target: str
 
 
 @lru_cache(maxsize=16)
-def _operator_url(url: str) -> httpcore.URL:
+def _operator_url(url: str) -> _OperatorUrl:
     """The endpoint's URL read as httpx reads it (international host names included), once per URL."""
     try:
         parsed = httpx.URL(url)
@@ -134,51 +128,70 @@ def _operator_url(url: str) -> httpcore.URL:
         raise _operator_misconfigured("KAGENT_LLM_BASE_URL must be an http:// or https:// URL")
     if not parsed.host:
         raise _operator_misconfigured("KAGENT_LLM_BASE_URL is not a valid URL")
-    # As httpx's own transport hands a URL to httpcore.
-    return httpcore.URL(scheme=parsed.raw_scheme, host=parsed.raw_host, port=parsed.port, target=parsed.raw_path)
+    host = parsed.raw_host.decode("ascii")
+    default_port = 443 if parsed.scheme == "https" else 80
+    port = parsed.port or default_port
+    bracketed = f"[{host}]" if ":" in host else host
+    host_header = bracketed if port == default_port else f"{bracketed}:{port}"
+    return _OperatorUrl(
+        f"{parsed.scheme}://{host_header}", parsed.scheme, host, port, host_header, parsed.raw_path.decode("ascii")
+    )
 
 
-def _operator_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+def _operator_endpoint(url: _OperatorUrl) -> http1.Endpoint:
+    """One set of kept-alive connections per endpoint and process (a forked Celery worker makes its own: sockets
+    are never shared across forks)."""
+    with _operator_lock:
+        endpoint = _operator_endpoints.get(url.endpoint_key)
+        if endpoint is None or endpoint.pid != os.getpid():
+            tls = _operator_tls() if url.scheme == "https" else None
+            endpoint = http1.Endpoint(host=url.host, port=url.port, tls=tls, host_header=url.host_header)
+            _operator_endpoints[url.endpoint_key] = endpoint
+        return endpoint
+
+
+def _operator_tls() -> ssl.SSLContext:
+    """Verified against the trust store httpx uses (certifi's), not the environment's."""
+    return httpx.create_ssl_context(trust_env=False)
+
+
+def _operator_headers(headers: dict[str, str]) -> list[tuple[str, str]]:
     # No compression asked for: the answer is read as it comes, its size counted as it arrives.
     merged = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity", **headers}
-    try:
-        return [(name.encode("ascii"), value.encode("ascii")) for name, value in merged.items()]
-    except UnicodeEncodeError:
-        raise _operator_misconfigured("the model endpoint's headers must be ASCII (KAGENT_LLM_API_KEY)") from None
+    for name, value in merged.items():
+        if not _HEADER_NAME.fullmatch(name) or not _HEADER_VALUE.fullmatch(value):
+            raise _operator_misconfigured("the model endpoint's headers must be ASCII (KAGENT_LLM_API_KEY)")
+    return list(merged.items())
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
+_HEADER_VALUE = re.compile(r"[\x20-\x7e]*")  # printable ASCII: no line breaks to end the header early
 
 
 def operator_post(url: str, *, headers: dict[str, str], body: bytes, secrets: Sequence[str]) -> HttpAnswer:
-    """POST to the operator's endpoint with a total deadline (httpcore has only per-operation timeouts). A redirect
+    """POST to the operator's endpoint with a total deadline (connect, send and every read end by it). A redirect
     is not followed: it comes back as the answer's status."""
     total = float(getattr(settings, "KAGENT_LLM_TIMEOUT_S", None) or OPERATOR_TOTAL_TIMEOUT_S)
     deadline = time.monotonic() + total
-    timeout = {"connect": min(OPERATOR_CONNECT_TIMEOUT_S, total), "read": total, "write": total, "pool": total}
     target, sent = _operator_url(url), _operator_headers(headers)
     try:
-        with _operator_http().stream(
-            "POST", target, headers=sent, content=body, extensions={"timeout": timeout}
-        ) as response:
-            chunks: list[bytes] = []
-            size = 0
-            for chunk in response.iter_stream():
-                size += len(chunk)
-                if size > MAX_ANSWER_BYTES:
-                    raise ModelError(f"{OPERATOR}'s answer is too large", retryable=False)
-                chunks.append(chunk)
-                # A server trickling bytes never trips a read timeout: check the whole exchange's deadline.
-                if time.monotonic() > deadline:
-                    raise _operator_timeout(total)
-            return HttpAnswer(
-                status=response.status,
-                headers=joined_headers((k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers),
-                body=b"".join(chunks),
-            )
-    except httpcore.TimeoutException:
+        answer = _operator_endpoint(target).post(
+            target.target,
+            sent,
+            body,
+            connect_timeout=OPERATOR_CONNECT_TIMEOUT_S,
+            deadline=deadline,
+            max_body=MAX_ANSWER_BYTES,
+        )
+    except http1.TooLarge:
+        raise ModelError(f"{OPERATOR}'s answer is too large", retryable=False) from None
+    except TimeoutError:
         raise _operator_timeout(total) from None
-    except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.ProxyError, OSError) as exc:
-        # The exception text names the URL at most, never headers; mask anyway in case a key was put in the URL.
+    except (http1.ProtocolFault, OSError) as exc:
+        # The exception text names the address at most, never headers; mask anyway in case a key was put in the URL.
         detail = _mask(f"could not reach the model endpoint: {type(exc).__name__}: {exc}", secrets)
         raise ModelError(f"{OPERATOR} could not be reached", retryable=True, detail=detail) from None
+    return HttpAnswer(status=answer.status, headers=joined_headers(answer.headers), body=answer.body)
 
 
 def _operator_timeout(total: float) -> ModelError:

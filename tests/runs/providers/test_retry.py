@@ -110,7 +110,7 @@ def test_unreachable_operator_endpoint_is_retried_then_fails(sleeps: list[float]
 
     assert caught.value.retryable is False
     assert str(caught.value) == "the default model service could not be reached (after 3 attempts)"
-    assert "could not reach the model endpoint: ConnectError" in caught.value.detail
+    assert "could not reach the model endpoint: ConnectionRefusedError" in caught.value.detail
     assert len(sleeps) == 2
 
 

@@ -1,0 +1,283 @@
+"""A small HTTP/1.1 client for the operator's model endpoint only: one POST at a time per connection, connections
+kept alive per process.
+
+Why not httpcore (which this replaced on this path): its request cycle — h11's event objects and state machine, the
+pool's locks and bookkeeping — cost about 0.3 ms of CPU a call in a tight loop and about twice that inside a run,
+against 0.05 ms for the same exchange written out here; a run makes two model calls, and a zero-latency model makes
+that a tenth of a run's CPU (bench/README.md). The operator's endpoint is trusted configuration (`KAGENT_LLM_BASE_URL`),
+never a tenant's: tenant URLs, model base_urls included, go through the hardened client in `kagent.egress` alone.
+
+What it reads is still read strictly, as from any server: a head of at most `MAX_HEAD_BYTES`, a status line and
+header lines as RFC 9112 spells them (no folded lines, no whitespace before a colon), the body framed by
+`Transfer-Encoding: chunked`, one `Content-Length`, or the connection's close (RFC 9112 §6.3); anything else is a
+`ProtocolFault`. A connection is used again only after an answer framed exactly (no byte left over, no
+`Connection: close`, HTTP/1.1), and only if, idle, it has nothing to read (a server that closed it while idle).
+Every wait is bounded by the exchange's own deadline (connect, write, each read), so a server trickling bytes ends
+at the deadline, not after it.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+MAX_HEAD_BYTES = 64 * 1024  # status line and headers (a chunk's size line and the trailers count here too)
+MAX_IDLE = 20  # connections kept per endpoint and process
+_READ = 64 * 1024
+
+
+class ProtocolFault(Exception):
+    """The server's answer is not HTTP/1.1 as this client reads it, or the connection ended inside it."""
+
+
+class TooLarge(Exception):
+    """The answer's body is over the caller's limit."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: list[tuple[str, str]]  # as sent, names lower-cased, in order
+    body: bytes
+
+
+@dataclass
+class _Connection:
+    sock: socket.socket
+    buffer: bytearray = field(default_factory=bytearray)
+    deadline: float = 0.0
+    received: bool = False  # a byte of the current exchange's answer came back
+
+    def recv(self) -> bytes:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        self.sock.settimeout(left)
+        data = self.sock.recv(_READ)
+        self.received = self.received or bool(data)
+        if time.monotonic() > self.deadline:
+            raise TimeoutError  # a server trickling bytes never trips a read's own timeout
+        return data
+
+    def fill(self) -> None:
+        data = self.recv()
+        if not data:
+            raise ProtocolFault("the server closed the connection before the answer ended")
+        self.buffer += data
+
+    def line(self, limit: int) -> bytes:
+        """One CRLF-ended line (without the CRLF), at most `limit` bytes."""
+        while (end := self.buffer.find(b"\r\n")) < 0:
+            if len(self.buffer) > limit:
+                raise ProtocolFault("a line of the answer is too long")
+            self.fill()
+        if end > limit:
+            raise ProtocolFault("a line of the answer is too long")
+        line = bytes(self.buffer[:end])
+        del self.buffer[: end + 2]
+        return line
+
+    def take(self, size: int) -> bytes:
+        while len(self.buffer) < size:
+            self.fill()
+        data = bytes(self.buffer[:size])
+        del self.buffer[:size]
+        return data
+
+
+class Endpoint:
+    """Keep-alive connections to one origin (scheme, host, port), for one process: a forked worker makes its own
+    (`for_process`), never sharing a socket across a fork."""
+
+    def __init__(self, *, host: str, port: int, tls: ssl.SSLContext | None, host_header: str) -> None:
+        self.host, self.port, self.tls = host, port, tls
+        self.host_header = host_header
+        self._idle: list[_Connection] = []
+        self._lock = threading.Lock()
+        self.pid = os.getpid()
+
+    def post(
+        self,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
+        *,
+        connect_timeout: float,
+        deadline: float,
+        max_body: int,
+    ) -> Answer:
+        """POSTs `body` and reads the whole answer before `deadline` (time.monotonic()). Raises TimeoutError, OSError
+        (ssl.SSLError included), ProtocolFault or TooLarge; the connection is then closed, never used again."""
+        request = _request_bytes(target, self.host_header, headers, body)
+        kept = self._idle_connection()
+        if kept is not None:
+            try:
+                return self._exchange(kept, request, deadline, max_body)
+            except (OSError, ProtocolFault) as exc:
+                if kept.received or isinstance(exc, TimeoutError):
+                    raise
+                # The server closed the kept connection while it was idle and we saw it only now (nothing of an
+                # answer came back): once more on a new connection, as a browser would.
+        fresh = self._connect(min(connect_timeout, deadline - time.monotonic()))
+        return self._exchange(fresh, request, deadline, max_body)
+
+    def _exchange(self, connection: _Connection, request: bytes, deadline: float, max_body: int) -> Answer:
+        connection.deadline = deadline
+        try:
+            connection.sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            connection.sock.sendall(request)
+            answer, reusable = _read_answer(connection, max_body)
+        except BaseException:
+            connection.sock.close()
+            raise
+        if reusable and not connection.buffer:
+            connection.received = False
+            self._keep(connection)
+        else:
+            connection.sock.close()
+        return answer
+
+    def _connect(self, timeout: float) -> _Connection:
+        if timeout <= 0:
+            raise TimeoutError
+        sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tls is not None:
+                sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+        except BaseException:
+            sock.close()
+            raise
+        return _Connection(sock)
+
+    def _idle_connection(self) -> _Connection | None:
+        while True:
+            with self._lock:
+                if not self._idle:
+                    return None
+                connection = self._idle.pop()
+            # An idle connection with something to read was closed by the server (or sent what nobody asked for).
+            readable, _, _ = select.select([connection.sock], [], [], 0)
+            if not readable:
+                return connection
+            connection.sock.close()
+
+    def _keep(self, connection: _Connection) -> None:
+        with self._lock:
+            if len(self._idle) < MAX_IDLE:
+                self._idle.append(connection)
+                return
+        connection.sock.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.sock.close()
+
+
+def _request_bytes(target: str, host_header: str, headers: Sequence[tuple[str, str]], body: bytes) -> bytes:
+    lines = [f"POST {target} HTTP/1.1", f"Host: {host_header}"]
+    lines += [f"{name}: {value}" for name, value in headers]
+    lines.append(f"Content-Length: {len(body)}")
+    head = "\r\n".join(lines) + "\r\n\r\n"
+    return head.encode("latin-1") + body
+
+
+def _read_answer(connection: _Connection, max_body: int) -> tuple[Answer, bool]:
+    """The answer to one request and whether the connection can carry another."""
+    while True:
+        version, status, headers = _read_head(connection)
+        if status >= 200:
+            break
+        if status == 101:
+            raise ProtocolFault("the server switched protocols")
+        # 100 Continue, 103 Early Hints: informational, the answer follows.
+    fields: dict[str, list[str]] = {}
+    for name, value in headers:
+        fields.setdefault(name, []).append(value)
+    tokens = _tokens(fields.get("connection", []))
+    reusable = version == "1.1" and "close" not in tokens
+    if status in (204, 304):
+        return Answer(status, headers, b""), reusable
+    if "transfer-encoding" in fields:
+        codings = _tokens(fields["transfer-encoding"])
+        if codings and codings[-1] == "chunked":
+            return Answer(status, headers, _read_chunked(connection, max_body)), reusable and codings == ["chunked"]
+        return Answer(status, headers, _read_to_close(connection, max_body)), False
+    if "content-length" in fields:
+        values = {value.strip() for joined in fields["content-length"] for value in joined.split(",")}
+        if len(values) != 1 or not (size := values.pop()).isdigit() or not size.isascii() or len(size) > 18:
+            raise ProtocolFault("the answer's Content-Length is not one number")
+        if int(size) > max_body:
+            raise TooLarge
+        return Answer(status, headers, connection.take(int(size))), reusable
+    return Answer(status, headers, _read_to_close(connection, max_body)), False
+
+
+def _read_head(connection: _Connection) -> tuple[str, int, list[tuple[str, str]]]:
+    while (end := connection.buffer.find(b"\r\n\r\n")) < 0:
+        if len(connection.buffer) > MAX_HEAD_BYTES:
+            raise ProtocolFault("the answer's head is too long")
+        connection.fill()
+    if end > MAX_HEAD_BYTES:
+        raise ProtocolFault("the answer's head is too long")
+    lines = bytes(connection.buffer[:end]).decode("latin-1").split("\r\n")
+    del connection.buffer[: end + 4]
+    version, _, rest = lines[0].partition(" ")
+    code = rest[:3]
+    if version not in ("HTTP/1.1", "HTTP/1.0") or not (code.isdigit() and code.isascii()) or rest[3:4] not in ("", " "):
+        raise ProtocolFault("the answer does not start with an HTTP/1.1 status line")
+    headers: list[tuple[str, str]] = []
+    for line in lines[1:]:
+        name, colon, value = line.partition(":")
+        if not colon or not name or name != name.strip() or line[0] in " \t" or any(c in name for c in " \t\r\n"):
+            raise ProtocolFault("the answer has a malformed header line")
+        headers.append((name.lower(), value.strip(" \t")))
+    return version[5:], int(code), headers
+
+
+def _tokens(values: list[str]) -> list[str]:
+    return [token.strip().lower() for value in values for token in value.split(",") if token.strip()]
+
+
+def _read_chunked(connection: _Connection, max_body: int) -> bytes:
+    chunks: list[bytes] = []
+    size_so_far = 0
+    while True:
+        size_field = connection.line(MAX_HEAD_BYTES).split(b";", 1)[0].strip(b" \t")
+        if not size_field or len(size_field) > 15 or size_field.strip(b"0123456789abcdefABCDEF"):
+            raise ProtocolFault("the answer has a malformed chunk size")
+        size = int(size_field, 16)
+        if size == 0:
+            break
+        size_so_far += size
+        if size_so_far > max_body:
+            raise TooLarge
+        chunks.append(connection.take(size))
+        if connection.take(2) != b"\r\n":
+            raise ProtocolFault("a chunk of the answer does not end where its size says")
+    trailers = 0
+    while line := connection.line(MAX_HEAD_BYTES):  # trailer fields, read and dropped, up to the empty line
+        trailers += len(line) + 2
+        if trailers > MAX_HEAD_BYTES:
+            raise ProtocolFault("the answer's trailers are too long")
+    return b"".join(chunks)
+
+
+def _read_to_close(connection: _Connection, max_body: int) -> bytes:
+    body = connection.buffer
+    connection.buffer = bytearray()
+    while data := connection.recv():
+        body += data
+        if len(body) > max_body:
+            raise TooLarge
+    if len(body) > max_body:
+        raise TooLarge
+    return bytes(body)

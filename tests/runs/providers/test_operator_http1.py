@@ -1,0 +1,224 @@
+"""How the operator's model endpoint is read on the wire (runs/providers/http1.py): answers framed every way HTTP/1.1
+allows, kept-alive connections used again only when that is safe, and answers no server should send refused with
+the connection dropped. Servers here write raw bytes on loopback, so the answer is exactly what each test says."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from fakes.llm import FakeLLM, text
+from fakes.upstream import server_context
+from runs.llm import ModelError
+from runs.providers import transport
+from runs.providers.transport import operator_post
+
+CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+
+class RawServer:
+    """Answers the n-th request on its connections with `answers[n]` (bytes, or a callable given the socket), the
+    last one over and over. Counts connections and keeps each request it read."""
+
+    def __init__(self, answers: list[bytes | Callable[[socket.socket], None]]) -> None:
+        self.answers = answers
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}/v1/chat/completions"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._connection, args=(sock,), daemon=True).start()
+
+    def _connection(self, sock: socket.socket) -> None:
+        with sock:
+            buffer = b""
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    buffer += data
+                head, _, buffer = buffer.partition(b"\r\n\r\n")
+                lines = head.lower().split(b"\r\n")
+                length = next(int(line.split(b":")[1]) for line in lines if line.startswith(b"content-length"))
+                while len(buffer) < length:
+                    buffer += sock.recv(65536)
+                self.requests.append(head + b"\r\n\r\n" + buffer[:length])
+                buffer = buffer[length:]
+                answer = self.answers[min(len(self.requests), len(self.answers)) - 1]
+                if callable(answer):
+                    answer(sock)
+                    return
+                sock.sendall(answer)
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+@pytest.fixture
+def raw_server() -> Iterator[Callable[..., RawServer]]:
+    made: list[RawServer] = []
+
+    def make(*answers: bytes | Callable[[socket.socket], None]) -> RawServer:
+        made.append(RawServer(list(answers)))
+        return made[-1]
+
+    yield make
+    for server in made:
+        server.close()
+
+
+def post(url: str, key: str = "op-key") -> transport.HttpAnswer:
+    return operator_post(url, headers={"Authorization": f"Bearer {key}"}, body=b'{"n": 1}', secrets=[key])
+
+
+def closes_after(data: bytes) -> Callable[[socket.socket], None]:
+    return lambda sock: sock.sendall(data)  # the handler returns: the connection closes
+
+
+def test_the_request_is_one_post_with_its_length_and_no_compression(raw_server):
+    server = raw_server(OK)
+    post(server.url)
+    head, _, body = server.requests[0].partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"POST /v1/chat/completions HTTP/1.1"
+    assert {b"Host: " + server.url.split("/")[2].encode(), b"Accept-Encoding: identity", b"Content-Length: 8"} <= set(
+        lines
+    )
+    assert body == b'{"n": 1}'
+
+
+def test_a_chunked_answer_is_joined_and_its_connection_kept(raw_server):
+    chunked = CHUNKED + b'4;ext=1\r\n{"a"\r\n5\r\n: 1}\n\r\n0\r\nX-Trailer: yes\r\n\r\n'
+    server = raw_server(chunked)
+    assert post(server.url).body == b'{"a": 1}\n'
+    assert post(server.url).body == b'{"a": 1}\n'
+    assert server.connections == 1
+
+
+def test_an_answer_read_to_the_close_of_its_connection(raw_server):
+    server = raw_server(closes_after(b'HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{"old": true}'))
+    assert post(server.url).body == b'{"old": true}'
+    assert post(server.url).body == b'{"old": true}'
+    assert server.connections == 2
+
+
+def test_informational_answers_before_the_answer_are_skipped(raw_server):
+    server = raw_server(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n" + OK)
+    answer = post(server.url)
+    assert (answer.status, answer.body) == (200, b"{}")
+
+
+def test_connection_close_and_a_server_closing_an_idle_connection_mean_a_new_one(raw_server):
+    server = raw_server(OK.replace(b"OK\r\n", b"OK\r\nConnection: close\r\n", 1), closes_after(OK), OK)
+    for _ in range(4):
+        assert post(server.url).body == b"{}"
+    # 1: told to close; 2: closed by the server while idle (seen before sending); 3 and 4 share one.
+    assert server.connections == 3
+
+
+def test_bytes_after_the_answer_drop_the_connection(raw_server):
+    server = raw_server(OK + b'HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{"x":1}', OK)
+    assert post(server.url).body == b"{}"
+    assert post(server.url).body == b"{}"  # not the unasked-for answer left on the first connection
+    assert server.connections == 2
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n X-Folded: yes\r\n\r\n{}", id="folded header"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\n{}", id="space before colon"),
+        pytest.param(b"HTTP/2 200\r\nContent-Length: 2\r\n\r\n{}", id="not http/1"),
+        pytest.param(b"HTTP/1.1 2000 OK\r\nContent-Length: 2\r\n\r\n{}", id="status of four digits"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", id="two lengths"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: -2\r\n\r\n{}", id="negative length"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: \xd9\xa2\r\n\r\n{}", id="non-ascii digit"),
+        pytest.param(CHUNKED + b"zz\r\n{}\r\n0\r\n\r\n", id="bad chunk size"),
+        pytest.param(CHUNKED + b"2\r\n{}XX0\r\n\r\n", id="chunk overrun"),
+        pytest.param(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n", id="protocol switch"),
+    ],
+)
+def test_an_answer_no_server_should_send_is_refused_and_its_connection_dropped(raw_server, answer):
+    server = raw_server(answer, OK)
+    with pytest.raises(ModelError, match="could not be reached") as caught:
+        post(server.url)
+    assert caught.value.retryable is True and "op-key" not in caught.value.detail
+    assert post(server.url).body == b"{}"  # the next exchange is on a new connection
+    assert server.connections == 2
+
+
+def test_an_answer_cut_short_is_refused(raw_server):
+    server = raw_server(closes_after(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}"))
+    with pytest.raises(ModelError, match="could not be reached") as caught:
+        post(server.url)
+    assert "closed the connection before the answer ended" in caught.value.detail
+
+
+def test_a_head_that_never_ends_is_refused(raw_server):
+    server = raw_server(b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"a" * 70_000 + b"\r\n\r\n{}")
+    with pytest.raises(ModelError, match="could not be reached") as caught:
+        post(server.url)
+    assert "head is too long" in caught.value.detail
+
+
+@pytest.mark.parametrize("framing", ["length", "chunked", "close"])
+def test_an_answer_over_the_limit_is_refused_however_it_is_framed(raw_server, monkeypatch, framing):
+    monkeypatch.setattr(transport, "MAX_ANSWER_BYTES", 1000)
+    body = b"x" * 1500
+    answer: bytes | Callable[[socket.socket], None] = {
+        "length": b"HTTP/1.1 200 OK\r\nContent-Length: 1500\r\n\r\n" + body,
+        "chunked": CHUNKED + (b"100\r\n" + b"x" * 256 + b"\r\n") * 6,
+        "close": closes_after(b"HTTP/1.0 200 OK\r\n\r\n" + body),
+    }[framing]
+    server = raw_server(answer)
+    with pytest.raises(ModelError, match="too large") as caught:
+        post(server.url)
+    assert caught.value.retryable is False
+
+
+@pytest.mark.parametrize("key", ["op-key\r\nX-Injected: 1", "op-key\n", "clé"])
+def test_a_key_that_would_break_the_request_is_a_misconfiguration(raw_server, key):
+    server = raw_server(OK)
+    with pytest.raises(ModelError, match="not configured correctly") as caught:
+        post(server.url, key=key)
+    assert caught.value.retryable is False
+    assert server.requests == []  # nothing was sent
+
+
+@pytest.fixture
+def tls_model(cert_dir: Path) -> Iterator[FakeLLM]:
+    fake = FakeLLM(ssl_context=server_context(cert_dir), server_name="localhost").start()
+    fake.script("tls", [text("over TLS")] * 3)
+    yield fake
+    fake.stop()
+
+
+def test_an_https_endpoint_is_verified_against_its_certificate(tls_model, ca_file, monkeypatch):
+    url = f"{tls_model.origin}/v1/chat/completions"
+    body = b'{"model": "script:tls", "messages": [{"role": "user", "content": "hi"}]}'
+
+    # The system's trust store doesn't know the test CA: refused, nothing read.
+    with pytest.raises(ModelError, match="could not be reached") as caught:
+        operator_post(url, headers={}, body=body, secrets=[])
+    assert "CERTIFICATE_VERIFY_FAILED" in caught.value.detail
+
+    monkeypatch.setattr(transport, "_operator_endpoints", {})
+    monkeypatch.setattr(transport, "_operator_tls", lambda: ssl.create_default_context(cafile=str(ca_file)))
+    answer = operator_post(url, headers={}, body=body, secrets=[])
+    assert answer.status == 200 and b"over TLS" in answer.body
+    assert b"over TLS" in operator_post(url, headers={}, body=body, secrets=[]).body
