@@ -57,11 +57,8 @@ def _execute(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any
     db = connections[DEFAULT_DB_ALIAS]  # once: each `connection.…` is a lookup in a context-local
     db.ensure_connection()
     started = time.monotonic()
-    raw = db.connection
-    assert raw is not None
-    if raw.prepare_threshold is None:
-        raw.prepare_threshold = _ONLY_WHEN_ASKED
-    with db.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+    with db.wrap_database_errors:
+        cursor = _kept_cursor(db)
         cursor.execute(sql, params, prepare=True)
         # (Not `cursor.description`: it builds a Column object for every column on every call.)
         result = cursor.pgresult
@@ -69,6 +66,21 @@ def _execute(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any
     if db.queries_logged:
         db.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
     return rows
+
+
+def _kept_cursor(db: Any) -> psycopg.Cursor[Any]:
+    """One server-side-binding cursor per database connection, kept with it: its adaptation context remembers how
+    each Python type is dumped and each column type loaded, which a new cursor per statement looked up again every
+    time. (Django's connection object belongs to one thread; a cursor of a closed connection is replaced.)"""
+    raw = db.connection
+    assert raw is not None
+    cursor: psycopg.Cursor[Any] | None = getattr(db, "_kagent_cursor", None)
+    if cursor is None or cursor.connection is not raw or cursor.closed:
+        if raw.prepare_threshold is None:
+            raw.prepare_threshold = _ONLY_WHEN_ASKED
+        cursor = psycopg.Cursor(raw)
+        db._kagent_cursor = cursor
+    return cursor
 
 
 _API_KEY_SQL = """
