@@ -9,6 +9,7 @@ import time
 import pytest
 
 from fakes.llm import Fault, calls, text
+from kagent.tasks import ping
 from runs import engine
 from runs.models import Handoff, Run, ToolCall
 from runs.services import run_sweep
@@ -40,13 +41,17 @@ def test_run_lifecycle_through_a_real_worker(start_worker, fake_llm):
     api = tenant.client()
     fake_llm.script("life", [calls(HANDOFF), text("A person from our team will continue here.")])
     agent = publish(api, "life")
-    start_worker(fake_llm.worker_env())
+    worker = start_worker(fake_llm.worker_env())
     response = api.post("/v1/runs", {"agent": agent, "input": "my parcel is broken", "wait": 20}, format="json")
     assert response.status_code == 200, response.json()  # wait saw it settle
     run = response.json()
     assert run["status"] == "completed", run
     assert run["output"]["text"] == "A person from our team will continue here."
     assert Handoff.objects.count() == 1
+    # No log line per run at INFO (kagent/celery.py): the run's events say what happened. Other tasks keep theirs.
+    ping.delay("after-the-run")
+    wait_for(lambda: "kagent.ping" in worker.log(), timeout=20, message="the ping task's lines")
+    assert "runs.execute[" not in worker.log()
 
 
 def test_pause_submit_resume_through_a_real_worker(start_worker, fake_llm):
