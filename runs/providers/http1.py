@@ -163,8 +163,7 @@ class Endpoint:
                     return None
                 connection = self._idle.pop()
             # An idle connection with something to read was closed by the server (or sent what nobody asked for).
-            readable, _, _ = select.select([connection.sock], [], [], 0)
-            if not readable:
+            if not _readable(connection.sock):
                 return connection
             connection.sock.close()
 
@@ -180,6 +179,20 @@ class Endpoint:
             idle, self._idle = self._idle, []
         for connection in idle:
             connection.sock.close()
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether `sock` has something to read (or was closed or failed), without waiting. poll, not select: select
+    refuses a descriptor numbered FD_SETSIZE (1024) or more with a ValueError (a busy process has such numbers).
+    select only where poll is gone (gevent's monkey-patching removes it; its select has no such limit)."""
+    if _poll is None:
+        return bool(select.select([sock], [], [], 0)[0])
+    poller = _poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+_poll = getattr(select, "poll", None)
 
 
 def _request_bytes(target: str, host_header: str, headers: Sequence[tuple[str, str]], body: bytes) -> bytes:

@@ -222,3 +222,27 @@ def test_an_https_endpoint_is_verified_against_its_certificate(tls_model, ca_fil
     answer = operator_post(url, headers={}, body=body, secrets=[])
     assert answer.status == 200 and b"over TLS" in answer.body
     assert b"over TLS" in operator_post(url, headers={}, body=body, secrets=[]).body
+
+
+def test_a_kept_connection_numbered_over_fd_setsize_is_used_again(raw_server):
+    # select() refuses descriptors >= FD_SETSIZE (1024) with a ValueError: the idle check must not use it.
+    import os
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        if hard != resource.RLIM_INFINITY and hard < 1200:
+            pytest.skip("cannot open more than 1024 descriptors here")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        server = raw_server(OK)
+        for _ in range(3):
+            assert post(server.url).body == b"{}"
+        [kept] = transport._operator_endpoint(transport._operator_url(server.url))._idle
+        assert kept.sock.fileno() >= 1024
+        assert server.connections == 1
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
