@@ -222,7 +222,9 @@ def _read_answer(connection: _Connection, max_body: int) -> tuple[Answer, bool]:
     if "transfer-encoding" in fields:
         codings = _tokens(fields["transfer-encoding"])
         if codings and codings[-1] == "chunked":
-            return Answer(status, headers, _read_chunked(connection, max_body)), reusable and codings == ["chunked"]
+            # With a Content-Length too (RFC 9112 §6.3: to be handled as an error) read as chunked, never reused.
+            reusable = reusable and codings == ["chunked"] and "content-length" not in fields
+            return Answer(status, headers, _read_chunked(connection, max_body)), reusable
         return Answer(status, headers, _read_to_close(connection, max_body)), False
     if "content-length" in fields:
         values = {value.strip() for joined in fields["content-length"] for value in joined.split(",")}
@@ -241,11 +243,21 @@ def _read_head(connection: _Connection) -> tuple[str, int, list[tuple[str, str]]
         connection.fill()
     if end > MAX_HEAD_BYTES:
         raise ProtocolFault("the answer's head is too long")
-    lines = bytes(connection.buffer[:end]).decode("latin-1").split("\r\n")
+    raw = bytes(connection.buffer[:end])
     del connection.buffer[: end + 4]
+    line_ends = raw.count(b"\r\n")
+    if raw.count(b"\r") != line_ends or raw.count(b"\n") != line_ends:
+        # A bare CR or LF inside a line (RFC 9112 §2.2): what a lenient reader in between would split into two
+        # header lines this one would read as one.
+        raise ProtocolFault("the answer's head has a bare CR or LF")
+    lines = raw.decode("latin-1").split("\r\n")
     version, _, rest = lines[0].partition(" ")
     code = rest[:3]
-    if version not in ("HTTP/1.1", "HTTP/1.0") or not (code.isdigit() and code.isascii()) or rest[3:4] not in ("", " "):
+    if (
+        version not in ("HTTP/1.1", "HTTP/1.0")
+        or not (code.isdigit() and code.isascii() and code[0] != "0")
+        or rest[3:4] not in ("", " ")
+    ):
         raise ProtocolFault("the answer does not start with an HTTP/1.1 status line")
     headers: list[tuple[str, str]] = []
     for line in lines[1:]:

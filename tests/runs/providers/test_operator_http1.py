@@ -246,3 +246,29 @@ def test_a_kept_connection_numbered_over_fd_setsize_is_used_again(raw_server):
         for fd in filler:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param(b"HTTP/1.1 200 OK\r\nX-A: a\nContent-Length: 9\r\nContent-Length: 2\r\n\r\n{}", id="bare LF"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nX-A: a\rContent-Length: 9\r\nContent-Length: 2\r\n\r\n{}", id="bare CR"),
+        pytest.param(b"HTTP/1.1 200 O\nK\r\nContent-Length: 2\r\n\r\n{}", id="bare LF in the status line"),
+        pytest.param(b"HTTP/1.1 099 Odd\r\n\r\n" + OK, id="status under 100"),
+    ],
+)
+def test_a_head_no_server_should_send_is_refused(raw_server, answer):
+    server = raw_server(answer, OK)
+    with pytest.raises(ModelError, match="could not be reached"):
+        post(server.url)
+    assert post(server.url).body == b"{}"
+    assert server.connections == 2
+
+
+def test_a_chunked_answer_with_a_content_length_too_is_read_chunked_and_its_connection_dropped(raw_server):
+    server = raw_server(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+    )
+    assert post(server.url).body == b"{}"
+    assert post(server.url).body == b"{}"
+    assert server.connections == 2
