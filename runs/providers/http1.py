@@ -12,8 +12,10 @@ header lines as RFC 9112 spells them (no folded lines, no whitespace before a co
 `Transfer-Encoding: chunked`, one `Content-Length`, or the connection's close (RFC 9112 §6.3); anything else is a
 `ProtocolFault`. A connection is used again only after an answer framed exactly (no byte left over, no
 `Connection: close`, HTTP/1.1), and only if, idle, it has nothing to read (a server that closed it while idle).
-Every wait is bounded by the exchange's own deadline (connect, write, each read), so a server trickling bytes ends
-at the deadline, not after it.
+Every wait is bounded by the exchange's own deadline (connect and TLS handshake, write, each read; not the lookup of
+a name), so a server trickling bytes ends at the deadline, not after it. A kept connection that turns out closed
+before any byte of the answer came back is tried once more on a new one, as browsers do: a server that took the
+request and closed without a byte of answer gets it twice (a model call has no effect but its cost).
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ class Endpoint:
                     raise
                 # The server closed the kept connection while it was idle and we saw it only now (nothing of an
                 # answer came back): once more on a new connection, as a browser would.
-        fresh = self._connect(min(connect_timeout, deadline - time.monotonic()))
+        fresh = self._connect(min(connect_timeout, deadline - time.monotonic()), deadline)
         return self._exchange(fresh, request, deadline, max_body)
 
     def _exchange(self, connection: _Connection, request: bytes, deadline: float, max_body: int) -> Answer:
@@ -143,14 +145,23 @@ class Endpoint:
             connection.sock.close()
         return answer
 
-    def _connect(self, timeout: float) -> _Connection:
+    def _connect(self, timeout: float, deadline: float) -> _Connection:
+        """A new connection, its TLS handshake included, within `timeout` and never past `deadline`. (The name's
+        lookup itself has no time limit of its own: the operator's endpoint is configuration, an address or a name
+        of the deployment's own network.)"""
         if timeout <= 0:
             raise TimeoutError
         sock = socket.create_connection((self.host, self.port), timeout=timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.tls is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                sock.settimeout(left)  # the handshake gets what is left, not the connect timeout again
                 sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+            if time.monotonic() > deadline:
+                raise TimeoutError  # connecting to a name's several addresses, each with its own timeout
         except BaseException:
             sock.close()
             raise
