@@ -4,6 +4,7 @@ import logging
 import os
 
 from celery import Celery
+from celery.app import trace
 from celery.signals import task_postrun, task_prerun, worker_process_init
 from django.db import close_old_connections, connections
 
@@ -14,16 +15,19 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
+_PER_TASK_LINES = (trace.LOG_RECEIVED, trace.LOG_SUCCESS)
+
+
 class _NoLinePerRun(logging.Filter):
     """Drops Celery's two INFO lines for every run's task ("Task runs.execute[…] received", "… succeeded in …"): at
     production volume they are most of a worker's log and about 3% of its CPU, and a run's every step is
-    recorded with the run (its events and steps). Warnings and errors of the task, and the lines of every other
-    task, stay."""
+    recorded with the run (its events and steps). Its other lines (a retry, a failure) and the lines of every other
+    task stay."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         context = record.args
         return not (
-            record.levelno < logging.WARNING and isinstance(context, dict) and context.get("name") == "runs.execute"
+            record.msg in _PER_TASK_LINES and isinstance(context, dict) and context.get("name") == "runs.execute"
         )
 
 
