@@ -73,17 +73,17 @@ class _Connection:
             raise ProtocolFault("the server closed the connection before the answer ended")
         self.buffer += data
 
-    def line(self, limit: int) -> bytes:
-        """One CRLF-ended line (without the CRLF), at most `limit` bytes."""
-        while (end := self.buffer.find(b"\r\n")) < 0:
+    def until(self, terminator: bytes, limit: int, what: str) -> bytes:
+        """The bytes up to `terminator` (which is dropped), at most `limit` of them."""
+        while (end := self.buffer.find(terminator)) < 0:
             if len(self.buffer) > limit:
-                raise ProtocolFault("a line of the answer is too long")
+                raise ProtocolFault(f"{what} is too long")
             self.fill()
         if end > limit:
-            raise ProtocolFault("a line of the answer is too long")
-        line = bytes(self.buffer[:end])
-        del self.buffer[: end + 2]
-        return line
+            raise ProtocolFault(f"{what} is too long")
+        data = bytes(self.buffer[:end])
+        del self.buffer[: end + len(terminator)]
+        return data
 
     def take(self, size: int) -> bytes:
         while len(self.buffer) < size:
@@ -248,14 +248,7 @@ def _read_answer(connection: _Connection, max_body: int) -> tuple[Answer, bool]:
 
 
 def _read_head(connection: _Connection) -> tuple[str, int, list[tuple[str, str]]]:
-    while (end := connection.buffer.find(b"\r\n\r\n")) < 0:
-        if len(connection.buffer) > MAX_HEAD_BYTES:
-            raise ProtocolFault("the answer's head is too long")
-        connection.fill()
-    if end > MAX_HEAD_BYTES:
-        raise ProtocolFault("the answer's head is too long")
-    raw = bytes(connection.buffer[:end])
-    del connection.buffer[: end + 4]
+    raw = connection.until(b"\r\n\r\n", MAX_HEAD_BYTES, "the answer's head")
     line_ends = raw.count(b"\r\n")
     if raw.count(b"\r") != line_ends or raw.count(b"\n") != line_ends:
         # A bare CR or LF inside a line (RFC 9112 §2.2): what a lenient reader in between would split into two
@@ -287,7 +280,8 @@ def _read_chunked(connection: _Connection, max_body: int) -> bytes:
     chunks: list[bytes] = []
     size_so_far = 0
     while True:
-        size_field = connection.line(MAX_HEAD_BYTES).split(b";", 1)[0].strip(b" \t")
+        size_line = connection.until(b"\r\n", MAX_HEAD_BYTES, "a chunk's size line")
+        size_field = size_line.split(b";", 1)[0].strip(b" \t")
         if not size_field or len(size_field) > 15 or size_field.strip(b"0123456789abcdefABCDEF"):
             raise ProtocolFault("the answer has a malformed chunk size")
         size = int(size_field, 16)
@@ -300,7 +294,8 @@ def _read_chunked(connection: _Connection, max_body: int) -> bytes:
         if connection.take(2) != b"\r\n":
             raise ProtocolFault("a chunk of the answer does not end where its size says")
     trailers = 0
-    while line := connection.line(MAX_HEAD_BYTES):  # trailer fields, read and dropped, up to the empty line
+    # Trailer fields, read and dropped, up to the empty line.
+    while line := connection.until(b"\r\n", MAX_HEAD_BYTES, "a trailer line of the answer"):
         trailers += len(line) + 2
         if trailers > MAX_HEAD_BYTES:
             raise ProtocolFault("the answer's trailers are too long")
