@@ -89,6 +89,15 @@ def script_the_model(fake_llm: Any) -> None:
     )
 
 
+def new_conversation(page: Any) -> None:
+    """Starts a new panel conversation and waits until its form is settled: htmx moves the focus to the Message field
+    (autofocus) about 20 ms after the swap, and a field filled before that can have its text typed into Message
+    instead (a person can't type that fast; a test can, and did: the customer ID went missing)."""
+    page.get_by_role("button", name="New conversation").click()
+    expect(page.locator("#panel .turn")).to_have_count(0)
+    expect(page.get_by_label("Message")).to_be_focused()
+
+
 def send(page: Any, message: str) -> Any:
     """Sends a panel message; returns the new turn (the last one)."""
     page.get_by_label("Message").fill(message)
@@ -228,8 +237,7 @@ def test_a_business_configures_tests_publishes_and_watches_an_agent(
     screenshot(page, "desktop-test-panel", full_page=False)
 
     # --- a client tool answered in the panel -----------------------------------------------------------------
-    page.get_by_role("button", name="New conversation").click()
-    expect(page.locator("#panel .turn")).to_have_count(0)
+    new_conversation(page)
     page.get_by_label("Signed-in customer ID").fill("cust-42")
     turn = send(page, "[script:panel-cart] What is in my cart?")
     output = turn.get_by_label("Output")
@@ -242,8 +250,7 @@ def test_a_business_configures_tests_publishes_and_watches_an_agent(
     screenshot(page, "desktop-test-panel-client-tool", full_page=False)
 
     # --- Run real actions: a test ticket -----------------------------------------------------------------------
-    page.get_by_role("button", name="New conversation").click()
-    expect(page.locator("#panel .turn")).to_have_count(0)  # the new conversation's form is in place: fill that one
+    new_conversation(page)
     page.get_by_label("Signed-in customer ID").fill("cust-42")
     page.get_by_role("switch", name="Run real actions").check()
     turn = send(page, "[script:panel-real] I want a refund for order 8812.")
