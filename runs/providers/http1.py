@@ -94,8 +94,8 @@ class _Connection:
 
 
 class Endpoint:
-    """Keep-alive connections to one origin (scheme, host, port), for one process: a forked worker makes its own
-    (`for_process`), never sharing a socket across a fork."""
+    """Keep-alive connections to one origin (scheme, host, port), for one process: `pid` says which, and a forked
+    worker makes its own (runs/providers/transport.py), never sharing a socket across a fork."""
 
     def __init__(self, *, host: str, port: int, tls: ssl.SSLContext | None, host_header: str) -> None:
         self.host, self.port, self.tls = host, port, tls
