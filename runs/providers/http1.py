@@ -76,7 +76,9 @@ class _Connection:
     def until(self, terminator: bytes, limit: int, what: str) -> bytes:
         """The bytes up to `terminator` (which is dropped), at most `limit` of them."""
         while (end := self.buffer.find(terminator)) < 0:
-            if len(self.buffer) > limit:
+            # Over only once no terminator can still end within the limit: the buffer's last bytes may be the start
+            # of one (a read ending inside "\r\n\r\n").
+            if len(self.buffer) >= limit + len(terminator):
                 raise ProtocolFault(f"{what} is too long")
             self.fill()
         if end > limit:

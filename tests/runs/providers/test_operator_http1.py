@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from fakes.llm import FakeLLM, text
 from fakes.upstream import server_context
 from runs.llm import ModelError
-from runs.providers import transport
+from runs.providers import http1, transport
 from runs.providers.transport import operator_post
 
 CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -174,6 +175,37 @@ def test_a_head_that_never_ends_is_refused(raw_server):
     with pytest.raises(ModelError, match="could not be reached") as caught:
         post(server.url)
     assert "head is too long" in caught.value.detail
+
+
+class _Pieces:
+    """A socket whose reads return these pieces, one a read (then the end of the stream)."""
+
+    def __init__(self, *pieces: bytes) -> None:
+        self.pieces = list(pieces)
+
+    def settimeout(self, timeout: float) -> None:
+        pass
+
+    def recv(self, size: int) -> bytes:
+        return self.pieces.pop(0) if self.pieces else b""
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        [b"x" * 10 + b"\r\n\r\n"],
+        [b"x" * 10, b"\r\n\r\n"],
+        [b"x" * 10 + b"\r", b"\n\r\n"],
+        [b"x" * 10 + b"\r\n\r", b"\n"],
+        [b"x" * 5, b"x" * 5 + b"\r\n", b"\r", b"\nrest"],
+    ],
+)
+def test_the_limit_is_the_same_wherever_the_reads_split_the_terminator(pieces):
+    connection = http1._Connection(_Pieces(*pieces), deadline=time.monotonic() + 5)  # type: ignore[arg-type]
+    assert connection.until(b"\r\n\r\n", 10, "the head") == b"x" * 10
+    over = http1._Connection(_Pieces(*pieces[:-1], b"x" + pieces[-1]), deadline=time.monotonic() + 5)  # type: ignore[arg-type]
+    with pytest.raises(http1.ProtocolFault, match="the head is too long"):
+        over.until(b"\r\n\r\n", 10, "the head")
 
 
 @pytest.mark.parametrize("framing", ["length", "chunked", "close"])
