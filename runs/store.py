@@ -221,7 +221,7 @@ _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_")
 def _status_in(move: transitions.Move) -> str:
     """`status IN (...)` for a move's sources, written into the statement (a list parameter costs psycopg a Python
     dumper on every call): our own constants, checked to be plain words."""
-    assert all(set(source) <= _WORD_CHARS for source in move.sources), move.sources
+    assert all(source and set(source) <= _WORD_CHARS for source in move.sources), move.sources
     quoted = ", ".join(f"'{source}'" for source in move.sources)
     return f"status IN ({quoted})"
 

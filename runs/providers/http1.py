@@ -148,9 +148,9 @@ class Endpoint:
         return answer
 
     def _connect(self, timeout: float, deadline: float) -> _Connection:
-        """A new connection, its TLS handshake included, within `timeout` and never past `deadline`. (The name's
-        lookup itself has no time limit of its own: the operator's endpoint is configuration, an address or a name
-        of the deployment's own network.)"""
+        """A new connection, its TLS handshake included, within `timeout`; refused once past `deadline`. (A name with
+        several addresses gives each its own `timeout`, and the name's lookup has no limit of its own: the operator's
+        endpoint is configuration, an address or a name of the deployment's own network.)"""
         if timeout <= 0:
             raise TimeoutError
         sock = socket.create_connection((self.host, self.port), timeout=timeout)
@@ -161,7 +161,10 @@ class Endpoint:
                 if left <= 0:
                     raise TimeoutError
                 sock.settimeout(left)  # the handshake gets what is left, not the connect timeout again
-                sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+                # Handshake inside this `try` (not in wrap_socket, which closes only on OSError): whatever interrupts
+                # it, a Celery soft time limit included, the TLS socket is closed here.
+                sock = self.tls.wrap_socket(sock, server_hostname=self.host, do_handshake_on_connect=False)
+                sock.do_handshake()
             if time.monotonic() > deadline:
                 raise TimeoutError  # connecting to a name's several addresses, each with its own timeout
         except BaseException:
