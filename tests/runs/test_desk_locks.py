@@ -4,17 +4,13 @@ the run's (a new message takes the session's row, then the open run's to superse
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
 import pytest
 
-from agents.services import agent_create, agent_publish
-from kagent.models import ApiKey
-from runs import builtin_tools, services
+from runs import builtin_tools
 from runs.models import Run, ToolCall
-from tests.races import race
+from tests.races import new_message_race, race
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,13 +22,8 @@ ARGUMENTS = {
 
 @pytest.mark.parametrize("name", sorted(ARGUMENTS))
 def test_a_desk_builtin_and_a_new_message_on_its_session_do_not_deadlock(alice: Any, name: str, monkeypatch) -> None:
-    agent = agent_create(project=alice.project, name="a")
-    agent_publish(agent=agent)
-    key = ApiKey.objects.filter(project=alice.project, kind=ApiKey.Kind.SECRET).first()
-    session = services.session_create(project=alice.project, api_key=key, agent_id=agent.pk)
-    run = services.run_create(project=alice.project, api_key=key, agent_id=agent.pk, text="hi", session_id=session.pk)
-    Run.objects.filter(pk=run.pk).update(status=Run.Status.IN_PROGRESS, claims=1)
-    run = Run.objects.get(pk=run.pk)
+    setup = new_message_race(alice.project, monkeypatch)
+    run = setup.run
     call = ToolCall.objects.create(
         project=alice.project,
         run=run,
@@ -43,22 +34,10 @@ def test_a_desk_builtin_and_a_new_message_on_its_session_do_not_deadlock(alice: 
         name=name,
         rate_key="r",
     )
-    session_held = threading.Event()
-    supersede = services._supersede_open_runs
-
-    def supersede_later(locked: Any) -> None:
-        session_held.set()  # run_create holds the session's row (FOR UPDATE) from here on
-        time.sleep(0.5)  # the built-in's INSERT comes meanwhile
-        supersede(locked)
-
-    monkeypatch.setattr(services, "_supersede_open_runs", supersede_later)
-
-    def new_message() -> None:
-        services.run_create(project=alice.project, api_key=key, agent_id=agent.pk, text="again", session_id=session.pk)
 
     def builtin() -> None:
-        session_held.wait(5)
+        setup.session_held.wait(5)
         builtin_tools.builtin_execute(run=run, call=call, name=name, arguments=ARGUMENTS[name], fields={})
 
-    assert race(run_create=new_message, builtin=builtin) == {}
+    assert race(run_create=setup.new_message, builtin=builtin) == {}
     assert Run.objects.get(pk=run.pk).cancel_requested  # superseded

@@ -9,47 +9,25 @@ run alone commits at once, so its key checks came as late then, and the race dea
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
-from agents.services import agent_create, agent_publish
-from kagent.models import ApiKey
-from runs import services, store
+from runs import store
 from runs.models import Message as ChatMessage
 from runs.models import Run, RunStep
-from tests.races import race
+from tests.races import new_message_race, race
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_completion_and_a_new_message_on_its_session_do_not_deadlock(alice: Any, deferred: bool, monkeypatch) -> None:
-    agent = agent_create(project=alice.project, name="a")
-    agent_publish(agent=agent)
-    key = ApiKey.objects.filter(project=alice.project, kind=ApiKey.Kind.SECRET).first()
-    session = services.session_create(project=alice.project, api_key=key, agent_id=agent.pk)
-    run = services.run_create(project=alice.project, api_key=key, agent_id=agent.pk, text="hi", session_id=session.pk)
-    Run.objects.filter(pk=run.pk).update(status=Run.Status.IN_PROGRESS, claims=1)
-    run = Run.objects.get(pk=run.pk)
-
-    session_held = threading.Event()
-    supersede = services._supersede_open_runs
-
-    def supersede_later(locked: Any) -> None:
-        session_held.set()  # run_create holds the session's row from here on
-        time.sleep(0.5)  # the completion's statement comes meanwhile
-        supersede(locked)
-
-    monkeypatch.setattr(services, "_supersede_open_runs", supersede_later)
-
-    def new_message() -> None:
-        services.run_create(project=alice.project, api_key=key, agent_id=agent.pk, text="again", session_id=session.pk)
+    setup = new_message_race(alice.project, monkeypatch)
+    run, session = setup.run, setup.session
 
     def completion() -> None:
-        session_held.wait(5)
+        setup.session_held.wait(5)
         step = RunStep(run=run, kind=RunStep.Kind.MODEL_CALL, round=1, data={})
         store.complete(
             run,
@@ -61,6 +39,6 @@ def test_a_completion_and_a_new_message_on_its_session_do_not_deadlock(alice: An
             now=timezone.now(),
         )
 
-    assert race(run_create=new_message, complete=completion) == {}
+    assert race(run_create=setup.new_message, complete=completion) == {}
     assert Run.objects.get(pk=run.pk).status == Run.Status.COMPLETED  # it finished before it could be superseded
     assert ChatMessage.objects.filter(session=session).count() == 3  # hi, the answer, again
