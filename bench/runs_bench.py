@@ -537,6 +537,9 @@ def main() -> None:
         action="store_true",
         help="(a) submits over HTTP to gunicorn (gunicorn.conf.py) instead of through Django's test client",
     )
+    parser.add_argument(
+        "--concurrency", type=int, default=2, help="the Celery worker's pool processes (default 2, one per core here)"
+    )
     args = parser.parse_args()
     runs = args.runs or (30 if args.quick else 200)
     reps = args.reps or (1 if args.quick else 5)
@@ -838,7 +841,7 @@ def _bench(
                 "-Q",
                 queue,
                 "--concurrency",
-                "2",
+                str(args.concurrency),
                 "--pool",
                 "prefork",
                 "-n",

@@ -7,26 +7,27 @@ How a call is guarded, in order:
    `host`, `host:443` or `host:8443` written plainly (no userinfo, no backslash, no percent-encoding, no zone id, no
    non-ASCII such as unicode dots, no alternate IPv4 spellings), no fragment, no `.`/`..` path segments; then the
    parsed `httpx.URL` must agree with what was read. The service's own hosts (`KAGENT_OWN_HOSTS`) are refused.
-2. The name is resolved ONCE, inside the connection pool's network backend
-   (`transport._GuardedBackend.connect_tcp`). If any answer is denied (or there is none) the call is refused. The
-   socket connects to exactly an address that was checked; httpcore then does TLS with `server_hostname` = the URL's
-   host, and httpx sends `Host` from the URL, so SNI, certificate verification and Host keep the hostname. No second
-   lookup exists that could be rebound.
+2. The name is resolved ONCE, when a new connection is made (`transport._GuardedBackend.connect`). If any answer is
+   denied (or there is none) the call is refused. The socket connects to exactly an address that was checked; TLS
+   is then done with `server_hostname` = the URL's host, and the request's `Host` is the URL's, so SNI, certificate
+   verification and Host keep the hostname. No second lookup exists that could be rebound. The exchange itself is
+   written and read by `kagent.http1` (strict HTTP/1.1 framing, nothing kept between calls but the connection: no
+   cookie, no credential, no redirect followed).
 3. One deadline (`timeout_ms`, at most 15 s) covers the whole exchange: every socket operation of the connection
    (connect at most 3 s, TLS handshake, writes, each read) gets only the time left, so a server trickling bytes
-   cannot stretch it; the body loop checks it again between chunks.
+   cannot stretch it; each read checks it again when it returns.
 4. The response: a 3xx is refused (`redirect_not_followed`), Content-Length over 1 MiB is refused before the body is
-   read, then the body is decoded here, chunk by chunk, with a bounded decompressor, and refused as soon as the
-   decoded size passes 1 MiB (a gzip bomb never inflates past the limit in memory).
+   read, a body is read only up to 1 MiB as sent, then decoded with a bounded decompressor and refused as soon as
+   the decoded size passes 1 MiB (a gzip bomb never inflates past the limit in memory).
 
-Connection reuse and rebinding. Connections are pooled per origin (scheme, host, port) as httpcore does, so a
-connection made for one name never carries another name's request. A pooled connection stays connected to the
-address that was checked when it was opened; a later, different DNS answer only matters to new connections, which
-resolve and check again. What could change a decision for the same address is the policy (allowed networks, own
-hosts, --resolve entries, CA): each policy gets its own pool (`EgressClient._policy_client`), and every request
-re-checks the address of the connection it is written on against the policy of the request
-(`transport._GuardedStream.write`) before a byte is sent, so a connection opened under one decision can never serve a
-request under another.
+Connection reuse and rebinding. Connections are kept per origin (host, port; at most 4 a process, closed after 30 s
+idle), so a connection made for one name never carries another name's request. A kept connection stays connected
+to the address that was checked when it was opened; a later, different DNS answer only matters to new connections,
+which resolve and check again. What could change a decision for the same address is the policy (allowed networks,
+own hosts, --resolve entries, CA): each policy gets its own connections (`EgressClient._policy_transport`), and
+every request re-checks the address of the connection it is written on against the policy of the request
+(`before_write` in `transport.EgressTransport.send`) before a byte is sent, so a connection opened under one
+decision can never serve a request under another.
 
 Test-only settings (SPEC §2): KAGENT_EGRESS_ALLOW_NETWORKS exempts exactly the CIDRs it names from the deny list;
 KAGENT_EGRESS_CA_BUNDLE adds a CA to certifi's; KAGENT_EGRESS_RESOLVE (`host:port:addr[,addr…]` entries, IPv6 in
@@ -39,8 +40,8 @@ Where each part lives, from the bottom up (a module imports only modules above i
 `limits` the seed's numbers; `errors` EgressError, REFUSAL_CODES and what a tenant is told of a failure; `headers`
 which headers callers and tenants may set; `resolver` DNS on threads admitted per process, project and host, and
 the --resolve overrides; `addresses` the deny list and EgressPolicy; `urls` url_check; `decoding` the bounded body
-decoder; `events` the egress log; `transport` the guarded backend, stream and EgressTransport; `client`
-EgressClient and get_client. Import from `kagent.egress`, not the modules.
+decoder; `events` the egress log; `transport` the guarded backend, TLS and EgressTransport (over `kagent.http1`);
+`client` EgressClient and get_client. Import from `kagent.egress`, not the modules.
 """
 
 from kagent.egress.addresses import EgressPolicy, IPAddress, IPNetwork, address_denial

@@ -4,7 +4,6 @@ is the process's client."""
 
 from __future__ import annotations
 
-import http.cookiejar
 import logging
 import os
 import threading
@@ -17,19 +16,18 @@ import httpx
 from django.conf import settings
 
 from kagent.egress.addresses import EgressPolicy
-from kagent.egress.decoding import BoundedDecoder, too_large
+from kagent.egress.decoding import BoundedDecoder
 from kagent.egress.errors import REFUSAL_CODES, EgressError
 from kagent.egress.events import EgressRecord, Recorder, record_event_db
 from kagent.egress.headers import USER_AGENT, check_headers, joined_headers
 from kagent.egress.limits import (
     ALLOWED_METHODS,
-    CONNECT_TIMEOUT_S,
     MAX_REQUEST_BODY_BYTES,
     MAX_RESPONSE_BYTES,
     MAX_TIMEOUT_MS,
 )
 from kagent.egress.resolver import Resolver, system_resolver
-from kagent.egress.transport import EXCHANGE, EgressTransport, Exchange
+from kagent.egress.transport import EgressTransport, Exchange
 from kagent.egress.urls import TargetUrl, url_check
 from kagent.masking import mask_secrets
 
@@ -54,11 +52,12 @@ class EgressClient:
         self._lock = threading.Lock()
         self._fingerprint: tuple[Any, ...] | None = None
         self._policy: EgressPolicy | None = None
-        self._client: httpx.Client | None = None
         self._transport: EgressTransport | None = None
 
-    def _policy_client(self) -> tuple[EgressPolicy, httpx.Client, EgressTransport]:
-        """The pool for the egress settings in force now; a new one (and the old closed) when they change."""
+    def _policy_transport(self) -> tuple[EgressPolicy, EgressTransport]:
+        """The connections for the egress settings in force now; new ones (and the old closed) when they change.
+        Nothing else is kept between calls: no cookie, no credential, no redirect (a long-lived client shared by
+        every tenant never carries one tenant's state to another)."""
         fingerprint = (
             repr(settings.KAGENT_EGRESS_ALLOW_NETWORKS),
             settings.KAGENT_EGRESS_CA_BUNDLE,
@@ -66,30 +65,20 @@ class EgressClient:
             repr(getattr(settings, "KAGENT_OWN_HOSTS", [])),
         )
         with self._lock:
-            if fingerprint != self._fingerprint or self._client is None or self._policy is None:
+            if fingerprint != self._fingerprint or self._transport is None or self._policy is None:
                 policy = EgressPolicy.from_settings()
                 transport = EgressTransport(policy=policy, resolver=self._resolver)
-                client = httpx.Client(
-                    transport=transport,
-                    trust_env=False,
-                    follow_redirects=False,
-                    # Defence in depth: requests never go through client.send, but a jar that stores nothing means
-                    # a long-lived client shared by every tenant can never carry one tenant's cookies to another.
-                    cookies=http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[])),
-                    headers={"User-Agent": USER_AGENT, "Accept": "*/*"},
-                )
-                old = self._client
-                self._client, self._transport, self._policy, self._fingerprint = client, transport, policy, fingerprint
+                old = self._transport
+                self._transport, self._policy, self._fingerprint = transport, policy, fingerprint
                 if old is not None:
                     old.close()
-            assert self._transport is not None
-            return self._policy, self._client, self._transport
+            return self._policy, self._transport
 
     def close(self) -> None:
         with self._lock:
-            if self._client is not None:
-                self._client.close()
-            self._client = self._transport = self._policy = self._fingerprint = None
+            if self._transport is not None:
+                self._transport.close()
+            self._transport = self._policy = self._fingerprint = None
 
     def request(
         self,
@@ -227,85 +216,51 @@ class EgressClient:
         if body is not None and (not isinstance(body, bytes) or len(body) > MAX_REQUEST_BODY_BYTES):
             raise EgressError("invalid_request", "the request body must be bytes, at most 1 MiB")
         header_list = check_headers(headers)
-        policy, client, transport = self._policy_client()
+        policy, transport = self._policy_transport()
         if policy.is_own_host(target.host):
             raise EgressError("url_not_allowed", "K-Agent's own hosts are not reachable")
         deadline = started + min(timeout_ms, MAX_TIMEOUT_MS) / 1000
         exchange = Exchange(policy=policy, deadline=deadline, project_id=project_id or "")
-        token = EXCHANGE.set(exchange)
+        given = {name.lower() for name, _ in header_list}
+        request_headers = [
+            *((name, value) for name, value in _DEFAULT_HEADERS if name.lower() not in given),
+            *header_list,
+            ("Accept-Encoding", "gzip, deflate"),
+        ]
+        decoders: list[BoundedDecoder] = []
+
+        def on_head(status: int, answer_headers: list[tuple[str, str]]) -> None:
+            """Before the body is read: a redirect or a declared size over the limit is refused."""
+            outcome["status"] = status
+            fields = joined_headers(answer_headers)
+            if 300 <= status < 400:
+                raise EgressError("redirect_not_followed", "the upstream answered with a redirect", status=status)
+            declared = fields.get("content-length")
+            if declared is not None and declared.strip().isdigit() and int(declared) > MAX_RESPONSE_BYTES:
+                raise EgressError("response_too_large", "the response is over 1 MiB", status=status)
+            decoders.append(BoundedDecoder(fields.get("content-encoding", ""), MAX_RESPONSE_BYTES))
+
         try:
-            left = max(exchange.remaining(), 0.001)
-            request = client.build_request(
-                method,
-                target.url,
-                headers=[*header_list, ("Accept-Encoding", "gzip, deflate")],
-                content=body,
-                timeout=httpx.Timeout(connect=min(CONNECT_TIMEOUT_S, left), read=left, write=left, pool=left),
-            )
-            # Straight to the guarded transport: no cookie jar shared between tenants, no URL (with its query) in
-            # httpx's request log, no auth or redirect machinery.
-            response = transport.handle_request(request)
-            response.request = request
-            try:
-                outcome["status"] = response.status_code
-                outcome["address"] = exchange.peer
-                if 300 <= response.status_code < 400:
-                    raise EgressError(
-                        "redirect_not_followed",
-                        "the upstream answered with a redirect",
-                        status=response.status_code,
-                        resolved_address=exchange.peer,
-                        may_have_reached_upstream=True,
-                    )
-                declared = response.headers.get("content-length")
-                if declared is not None and declared.strip().isdigit() and int(declared) > MAX_RESPONSE_BYTES:
-                    raise EgressError(
-                        "response_too_large",
-                        "the response is over 1 MiB",
-                        status=response.status_code,
-                        resolved_address=exchange.peer,
-                        may_have_reached_upstream=True,
-                    )
-                decoder = BoundedDecoder(response.headers.get("content-encoding", ""), MAX_RESPONSE_BYTES)
-                parts: list[bytes] = []
-                raw_size = 0
-                for chunk in response.iter_raw():
-                    raw_size += len(chunk)
-                    outcome["bytes"] = raw_size
-                    if raw_size > MAX_RESPONSE_BYTES:
-                        raise too_large()
-                    parts.extend(decoder.feed(chunk))
-                    if time.monotonic() > deadline:
-                        raise EgressError("timeout", "the call did not finish in time", may_have_reached_upstream=True)
-                parts.extend(decoder.flush())
-            except EgressError as exc:
-                exc.status = exc.status or response.status_code
-                exc.resolved_address = exc.resolved_address or exchange.peer
-                exc.may_have_reached_upstream = True
-                raise
-            finally:
-                response.close()
-            return EgressResponse(
-                status=response.status_code,
-                headers=joined_headers(response.headers.multi_items()),
-                body=b"".join(parts),
-                resolved_address=exchange.peer,
-                duration_ms=int((time.monotonic() - started) * 1000),
-            )
+            answer = transport.send(exchange, method, target, request_headers, body, on_head)
+            outcome["address"] = exchange.peer
+            outcome["bytes"] = len(answer.body)
+            decoder = decoders[0]
+            decoded = b"".join([*decoder.feed(answer.body), *decoder.flush()])
         except EgressError as exc:
-            if exchange.sent:
-                exc.may_have_reached_upstream = True
+            exc.status = exc.status or outcome["status"]
+            exc.may_have_reached_upstream = exc.may_have_reached_upstream or exchange.sent
             exc.resolved_address = exc.resolved_address or exchange.peer
             raise
-        except httpx.HTTPError as exc:  # anything httpx raised itself
-            raise EgressError(
-                "bad_response",
-                "the exchange failed",
-                resolved_address=exchange.peer,
-                may_have_reached_upstream=exchange.sent,
-            ) from exc
-        finally:
-            EXCHANGE.reset(token)
+        return EgressResponse(
+            status=answer.status,
+            headers=joined_headers(answer.headers),
+            body=decoded,
+            resolved_address=exchange.peer,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
+
+
+_DEFAULT_HEADERS = (("User-Agent", USER_AGENT), ("Accept", "*/*"))  # unless the call sets its own
 
 
 def _log_target(url: object) -> tuple[str, int | None, str]:

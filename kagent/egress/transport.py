@@ -1,30 +1,31 @@
-"""The connection layer: an httpx transport around an httpcore pool whose network backend resolves once, refuses
-denied answers and connects to exactly a checked address; every socket operation gets only the time left of the
-exchange; httpcore's errors become EgressErrors."""
+"""The connection layer: a name resolved once, refused if any answer is denied, a socket connected to exactly a
+checked address, TLS verified for the URL's name, and the exchange itself over `kagent.http1` with every wait held to
+the time left of the call's deadline; what `kagent.http1` raises becomes an EgressError."""
 
 from __future__ import annotations
 
-import contextvars
 import ipaddress
 import socket
 import ssl
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any, Literal
 
 import certifi
-import httpcore
-import httpx
-from httpcore._backends.sync import SyncStream
 
+from kagent import http1
 from kagent.egress.addresses import EgressPolicy, IPAddress
+from kagent.egress.decoding import too_large
 from kagent.egress.errors import EgressError
-from kagent.egress.limits import CONNECT_TIMEOUT_S
+from kagent.egress.limits import CONNECT_TIMEOUT_S, MAX_RESPONSE_BYTES
 from kagent.egress.resolver import Resolver, dns_pool
+from kagent.egress.urls import TargetUrl
 
-# --- One exchange's state, seen by the network backend of the thread running it ---------------------------------
+MAX_IDLE_PER_ORIGIN = 4  # connections kept per origin and process (a worker's child makes one call at a time)
+IDLE_EXPIRY_S = 30.0  # a kept connection idle longer is closed
+_PRUNE_EVERY_S = 5.0
 
 
 @dataclass
@@ -32,81 +33,21 @@ class Exchange:
     policy: EgressPolicy
     deadline: float  # time.monotonic()
     project_id: str = ""  # whose call: DNS lookups are admitted per project
-    sent: bool = False
-    peer: str = ""
+    sent: bool = False  # request bytes were written on a connection
+    peer: str = ""  # the address of the connection the request was written on
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
 
-    def clamp(self, timeout: float | None, exc: type[Exception]) -> float:
-        left = self.remaining()
-        if left <= 0:
-            raise exc("the call's deadline has passed")
-        return left if timeout is None else min(timeout, left)
 
-
-EXCHANGE: contextvars.ContextVar[Exchange | None] = contextvars.ContextVar("kagent_egress_exchange", default=None)
-
-
-class _GuardedStream(httpcore.NetworkStream):
-    """A connection to one checked address; every operation gets at most the time left of the current exchange."""
-
-    def __init__(self, inner: httpcore.NetworkStream, address: str, policy: EgressPolicy) -> None:
-        self._inner = inner
-        self.address = address
-        self.policy = policy
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        exchange = EXCHANGE.get()
-        if exchange is not None:
-            timeout = exchange.clamp(timeout, httpcore.ReadTimeout)
-        return self._inner.read(max_bytes, timeout)
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        exchange = EXCHANGE.get()
-        if exchange is not None:
-            if exchange.policy is not self.policy and exchange.policy.denial(ipaddress.ip_address(self.address)):
-                raise EgressError(
-                    "address_not_allowed",
-                    "the pooled connection's address is not allowed",
-                    resolved_address=self.address,
-                )
-            timeout = exchange.clamp(timeout, httpcore.WriteTimeout)
-            exchange.peer = self.address
-            exchange.sent = True
-        self._inner.write(buffer, timeout)
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def start_tls(
-        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.NetworkStream:
-        exchange = EXCHANGE.get()
-        if exchange is not None:
-            timeout = exchange.clamp(timeout, httpcore.ConnectTimeout)
-        try:
-            tls = self._inner.start_tls(ssl_context, server_hostname=server_hostname, timeout=timeout)
-        except httpcore.ConnectTimeout:
-            raise
-        except (httpcore.ConnectError, ssl.SSLError, OSError) as exc:
-            raise EgressError(
-                "tls_failed", f"TLS with {server_hostname} failed", resolved_address=self.address
-            ) from exc
-        return _GuardedStream(tls, self.address, self.policy)
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-
-class _GuardedBackend(httpcore.NetworkBackend):
-    """connect_tcp = resolve once, refuse if any answer is denied, connect to exactly a checked address."""
+class _GuardedBackend:
+    """`connect` = resolve once, refuse if any answer is denied, connect to exactly a checked address."""
 
     def __init__(self, policy: EgressPolicy, resolver: Resolver) -> None:
         self.policy = policy
         self.resolver = resolver
 
-    def _resolve(self, host: str, port: int, exchange: Exchange | None) -> list[str]:
+    def _resolve(self, host: str, port: int, exchange: Exchange) -> list[str]:
         override = self.policy.resolve.get((host, port))
         if override is not None:
             return list(override)
@@ -116,10 +57,10 @@ class _GuardedBackend(httpcore.NetworkBackend):
             literal = None
         if literal is not None:
             return [str(literal)]
-        budget = CONNECT_TIMEOUT_S if exchange is None else min(CONNECT_TIMEOUT_S, max(exchange.remaining(), 0.001))
+        budget = min(CONNECT_TIMEOUT_S, max(exchange.remaining(), 0.001))
         # A name whose DNS never answers must not starve anyone else's lookups (resolver.py): admitted per process,
         # per project and per host, or refused at once; never queued behind lookups that hang.
-        project = exchange.project_id if exchange is not None else ""
+        project = exchange.project_id
         pool, admission = dns_pool()
         refused_by = admission.try_admit(project=project, host=host)
         if refused_by is not None:
@@ -139,16 +80,7 @@ class _GuardedBackend(httpcore.NetworkBackend):
         except (OSError, UnicodeError, ValueError) as exc:
             raise EgressError("dns_failed", f"{host} does not resolve") from exc
 
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
-        exchange = EXCHANGE.get()
-        host = host.strip("[]").lower()
+    def connect(self, host: str, port: int, exchange: Exchange) -> http1.Connection:
         answers = self._resolve(host, port, exchange)
         if not answers:
             raise EgressError("dns_failed", f"{host} resolves to nothing")
@@ -163,37 +95,32 @@ class _GuardedBackend(httpcore.NetworkBackend):
                 raise EgressError("address_not_allowed", f"{host}: {reason}", resolved_address=str(ip))
             if ip not in addresses:
                 addresses.append(ip)
-        last_error: Exception | None = None
+        timed_out = False
         for ip in addresses:
-            connect_timeout = CONNECT_TIMEOUT_S if timeout is None else min(timeout, CONNECT_TIMEOUT_S)
-            if exchange is not None:
-                connect_timeout = exchange.clamp(connect_timeout, httpcore.ConnectTimeout)
+            left = exchange.remaining()
+            if left <= 0:
+                timed_out = True
+                break
             family = socket.AF_INET if ip.version == 4 else socket.AF_INET6
             sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             try:
-                sock.settimeout(connect_timeout)
+                sock.settimeout(min(CONNECT_TIMEOUT_S, left))
                 sock.connect((str(ip), port))  # the checked address itself: no name, no second lookup
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except TimeoutError as exc:
+            except TimeoutError:
                 sock.close()
-                last_error = exc
-                if exchange is not None and exchange.remaining() <= 0:
-                    break
+                timed_out = True
                 continue
-            except OSError as exc:
+            except OSError:
                 sock.close()
-                last_error = exc
                 continue
-            return _GuardedStream(SyncStream(sock), str(ip), self.policy)
-        if isinstance(last_error, TimeoutError):
-            raise httpcore.ConnectTimeout(f"connecting to {host} timed out")
+            except BaseException:
+                sock.close()
+                raise
+            return http1.Connection(sock, address=str(ip))
+        if timed_out:
+            raise EgressError("timeout", f"connecting to {host} timed out")
         raise EgressError("connect_failed", f"could not connect to {host}", resolved_address=str(addresses[-1]))
-
-    def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> Any:
-        raise EgressError("url_not_allowed", "unix sockets are not reachable")
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
 
 
 def _ssl_context(ca_bundle: str) -> ssl.SSLContext:
@@ -204,87 +131,141 @@ def _ssl_context(ca_bundle: str) -> ssl.SSLContext:
     return context
 
 
-class _ResponseStream(httpx.SyncByteStream):
-    def __init__(self, stream: Iterable[bytes]) -> None:
-        self._stream = stream
-
-    def __iter__(self) -> Any:
-        with _map_httpcore_errors():
-            yield from self._stream
-
-    def close(self) -> None:
-        close = getattr(self._stream, "close", None)
-        if close is not None:
-            close()
-
-
-class _map_httpcore_errors:  # noqa: N801 - used as a context manager
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
-        if exc is None or isinstance(exc, EgressError) or not isinstance(exc, Exception):
-            return False
-        exchange = EXCHANGE.get()
-        sent = bool(exchange and exchange.sent)
-        peer = exchange.peer if exchange else ""
-        if isinstance(exc, httpcore.TimeoutException | httpx.TimeoutException):
-            raise EgressError(
-                "timeout", "the call did not finish in time", resolved_address=peer, may_have_reached_upstream=sent
-            ) from exc
-        if isinstance(exc, httpcore.ConnectError | httpx.ConnectError):
-            raise EgressError("connect_failed", "the connection failed", resolved_address=peer) from exc
-        if isinstance(exc, httpcore.UnsupportedProtocol):
-            raise EgressError("url_not_allowed", "unsupported protocol") from exc
-        if isinstance(exc, httpcore.LocalProtocolError | httpx.LocalProtocolError):
-            raise EgressError("invalid_request", "the request could not be sent", resolved_address=peer) from exc
-        if isinstance(exc, httpcore.NetworkError | httpcore.ProtocolError | httpx.TransportError | OSError):
-            raise EgressError(
-                "bad_response", "the upstream broke the exchange", resolved_address=peer, may_have_reached_upstream=sent
-            ) from exc
-        return False
+def _start_tls(connection: http1.Connection, context: ssl.SSLContext, host: str, exchange: Exchange) -> None:
+    """TLS on a new connection, verified for `host` (SNI and the certificate's name), within the time left."""
+    sock = connection.sock
+    try:
+        left = exchange.remaining()
+        if left <= 0:
+            raise TimeoutError
+        sock.settimeout(left)
+        # The handshake inside this `try` (not in wrap_socket, which closes only on OSError): whatever interrupts
+        # it, a Celery soft time limit included, the socket is closed here.
+        sock = context.wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)
+        sock.do_handshake()
+    except TimeoutError as exc:
+        sock.close()
+        raise EgressError(
+            "timeout", f"TLS with {host} did not finish in time", resolved_address=connection.address
+        ) from exc
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        sock.close()
+        raise EgressError("tls_failed", f"TLS with {host} failed", resolved_address=connection.address) from exc
+    except BaseException:
+        sock.close()
+        raise
+    connection.sock = sock
 
 
-class EgressTransport(httpx.BaseTransport):
-    """An httpx transport around an httpcore pool whose every connection comes from `_GuardedBackend`."""
+class EgressTransport:
+    """Keep-alive connections per origin (`kagent.http1.Endpoint`), every new one from `_GuardedBackend` and TLS
+    verified for the URL's name; one transport per policy (`EgressClient._policy_transport`)."""
 
     def __init__(self, *, policy: EgressPolicy, resolver: Resolver) -> None:
         self.policy = policy
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=_ssl_context(policy.ca_bundle),
-            max_connections=100,
-            max_keepalive_connections=20,
-            keepalive_expiry=30.0,
-            http1=True,
-            http2=False,
-            retries=0,
-            network_backend=_GuardedBackend(policy, resolver),
-        )
+        self._backend = _GuardedBackend(policy, resolver)
+        self._tls = _ssl_context(policy.ca_bundle)
+        self._lock = threading.Lock()
+        self._endpoints: dict[tuple[str, int], http1.Endpoint] = {}
+        self._users: dict[tuple[str, int], int] = {}  # exchanges under way per origin: pruned only when none
+        self._pruned = time.monotonic()
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(request.stream, httpx.SyncByteStream)
-        extensions = {"timeout": request.extensions.get("timeout", {})}  # never sni_hostname or anything else
-        core_request = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(
-                scheme=request.url.raw_scheme,
-                host=request.url.raw_host,
-                port=request.url.port,
-                target=request.url.raw_path,
-            ),
-            headers=request.headers.raw,
-            content=request.stream,
-            extensions=extensions,
-        )
-        with _map_httpcore_errors():
-            response = self._pool.handle_request(core_request)
-        assert isinstance(response.stream, Iterable)
-        return httpx.Response(
-            status_code=response.status,
-            headers=response.headers,
-            stream=_ResponseStream(response.stream),
-            extensions=response.extensions,
-        )
+    def send(
+        self,
+        exchange: Exchange,
+        method: str,
+        target: TargetUrl,
+        headers: Sequence[tuple[str, str]],
+        body: bytes | None,
+        on_head: http1.Head,
+    ) -> http1.Answer:
+        """One exchange with `target`, its answer's body read whole (at most MAX_RESPONSE_BYTES as sent). Sets
+        `exchange.sent` and `exchange.peer` once a byte is about to be written. Raises EgressError only."""
+        key = (target.host, target.port)
+        endpoint = self._enter(key, target)
+
+        def connect() -> http1.Connection:
+            connection = self._backend.connect(target.host, target.port, exchange)
+            _start_tls(connection, self._tls, target.host, exchange)
+            return connection
+
+        def before_write(connection: http1.Connection) -> None:
+            # Defence in depth below the per-policy transports: a connection opened under a policy that allowed its
+            # address never carries a request of a policy that denies it.
+            if exchange.policy is not self.policy and exchange.policy.denial(ipaddress.ip_address(connection.address)):
+                raise EgressError(
+                    "address_not_allowed",
+                    "the pooled connection's address is not allowed",
+                    resolved_address=connection.address,
+                )
+            exchange.peer = connection.address
+            exchange.sent = True
+
+        try:
+            return endpoint.send(
+                method,
+                target.request_target,
+                headers,
+                body,
+                deadline=exchange.deadline,
+                max_body=MAX_RESPONSE_BYTES,
+                connect=connect,
+                before_write=before_write,
+                on_head=on_head,
+            )
+        except EgressError:
+            raise
+        except http1.TooLarge as exc:
+            raise too_large() from exc
+        except TimeoutError as exc:
+            raise EgressError(
+                "timeout",
+                "the call did not finish in time",
+                resolved_address=exchange.peer,
+                may_have_reached_upstream=exchange.sent,
+            ) from exc
+        except (http1.ProtocolFault, OSError) as exc:
+            raise EgressError(
+                "bad_response",
+                "the upstream broke the exchange",
+                resolved_address=exchange.peer,
+                may_have_reached_upstream=exchange.sent,
+            ) from exc
+        finally:
+            self._leave(key)
+
+    def _enter(self, key: tuple[str, int], target: TargetUrl) -> http1.Endpoint:
+        with self._lock:
+            endpoint = self._endpoints.get(key)
+            if endpoint is None:
+                endpoint = self._endpoints[key] = http1.Endpoint(
+                    host=target.host,
+                    port=target.port,
+                    tls=None,  # never used: every connection comes from `send`'s own connect
+                    host_header=target.host_header,
+                    max_idle=MAX_IDLE_PER_ORIGIN,
+                    idle_expiry=IDLE_EXPIRY_S,
+                )
+            self._users[key] = self._users.get(key, 0) + 1
+            return endpoint
+
+    def _leave(self, key: tuple[str, int]) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._users[key] -= 1
+            if now - self._pruned < _PRUNE_EVERY_S:
+                return
+            self._pruned = now
+            # Connections idle past their expiry are closed, and an origin with none left and no exchange under
+            # way is forgotten: a process that called many tenants' hosts keeps neither their sockets nor their
+            # entries.
+            for origin, endpoint in list(self._endpoints.items()):
+                if not endpoint.prune() and not self._users.get(origin):
+                    del self._endpoints[origin]
+                    self._users.pop(origin, None)
 
     def close(self) -> None:
-        self._pool.close()
+        with self._lock:
+            endpoints, self._endpoints = list(self._endpoints.values()), {}
+        for endpoint in endpoints:
+            endpoint.close()

@@ -23,6 +23,17 @@ class TargetUrl:
     port: int
     path: str  # without the query
 
+    @property
+    def request_target(self) -> str:
+        """The path and query as they go on the request line (printable ASCII: the URL was checked for it)."""
+        return self.url.raw_path.decode("ascii")
+
+    @property
+    def host_header(self) -> str:
+        """The Host header: the name (an IPv6 literal in brackets), and the port unless 443."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == 443 else f"{host}:{self.port}"
+
 
 # linear: anchored, at most 63 characters
 _LABEL_RE = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?!\n)$")
@@ -131,9 +142,9 @@ def _checked(url: str) -> TargetUrl:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, ValueError, UnicodeError) as exc:
         raise _refuse_url("the URL does not parse") from exc
-    # What httpx will actually use must be exactly what was checked above. `raw_host` is what goes on the wire (the
-    # connection, SNI, Host); `host` is decoded for display (xn--bcher-kva.test reads bücher.test), so an
-    # internationalised name would never match its own ASCII form.
+    # What goes on the wire (the request target is the parsed URL's) must be exactly what was checked above.
+    # `raw_host` is the name as it was written; `host` is decoded for display (xn--bcher-kva.test reads
+    # bücher.test), so an internationalised name would never match its own ASCII form.
     expected_port = None if port == 443 else port
     try:
         if literal is None or literal.version == 4:

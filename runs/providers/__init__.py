@@ -1,7 +1,7 @@
 """Model providers: one `complete(request)` for every model an agent can use (SPEC §5 "Model providers").
 
 - `openai_compatible`: Chat Completions with tools. With no tenant `base_url` it calls the operator's endpoint
-  (`KAGENT_LLM_BASE_URL`, trusted configuration: a small HTTP/1.1 client of its own, `runs/providers/http1.py`;
+  (`KAGENT_LLM_BASE_URL`, trusted configuration: a small HTTP/1.1 client of its own, `kagent/http1.py`;
   http allowed, e.g. a local vLLM). With a tenant `base_url` it goes ONLY through the hardened client
   (`kagent.egress`), with the key from the tenant secret named `api_key_secret`, sent only to a host in that
   secret's `allowed_hosts`.

@@ -1,7 +1,7 @@
 """`openai_compatible`: Chat Completions with tools (OpenAI, vLLM, Ollama, llama.cpp, any gateway).
 
 With no tenant `base_url` it calls the operator's endpoint (`KAGENT_LLM_BASE_URL`, trusted configuration, over
-runs/providers/http1.py; http allowed, e.g. a local vLLM). With a tenant `base_url` it goes ONLY through the hardened
+kagent/http1.py; http allowed, e.g. a local vLLM). With a tenant `base_url` it goes ONLY through the hardened
 client, with the key from the tenant secret named `api_key_secret`, sent only to a host in that secret's
 `allowed_hosts`.
 """

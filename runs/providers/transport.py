@@ -22,10 +22,10 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from kagent import http1
 from kagent.egress import USER_AGENT, joined_headers
 from kagent.masking import mask_secrets
 from runs.llm import ModelError, ModelRequest
-from runs.providers import http1
 from runs.providers.retry import RETRYABLE_EGRESS_CODES, RETRYABLE_STATUSES, UpstreamError
 
 

@@ -28,6 +28,7 @@ CERT_NAMES = (
     "tools.test",
     "other.test",
     "rebind.test",
+    "wire.test",  # tests/kagent/egress/test_wire.py: a raw server of its own
     "internal.test",
     "xn--bcher-kva.test",  # bücher.test: an internationalised name, in its ASCII (punycode) form
     "localhost",

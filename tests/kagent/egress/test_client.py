@@ -245,21 +245,27 @@ def test_a_pooled_connection_never_serves_a_different_policy(client, base_url, u
     assert [r.path for r in upstream.received] == ["/echo/1"]
 
 
-def test_a_connection_from_another_policy_is_rechecked_before_writing(egress_settings, upstream):
-    # Defence in depth below the per-policy pools: a stream opened under a policy that allowed its address refuses
-    # to carry a request of an exchange whose policy denies that address.
+def test_a_connection_from_another_policy_is_rechecked_before_writing(egress_settings, base_url, upstream):
+    # Defence in depth below the per-policy pools: a connection opened and kept under a policy that allowed its
+    # address refuses to carry a request of an exchange whose policy denies that address.
     allowed = egress.EgressPolicy.from_settings()
     egress_settings.KAGENT_EGRESS_ALLOW_NETWORKS = []
     denied = egress.EgressPolicy.from_settings()
-    stream = transport._GuardedBackend(allowed, egress.system_resolver).connect_tcp(upstream.host, upstream.port)
-    token = transport.EXCHANGE.set(transport.Exchange(policy=denied, deadline=time.monotonic() + 5))
+    connections = transport.EgressTransport(policy=allowed, resolver=egress.system_resolver)
+
+    def send(policy: egress.EgressPolicy, path: str) -> int:
+        exchange = transport.Exchange(policy=policy, deadline=time.monotonic() + 5)
+        target = egress.url_check(f"{base_url}{path}")
+        return connections.send(exchange, "GET", target, [], None, lambda status, headers: None).status
+
     try:
+        assert send(allowed, "/echo/1") == 200  # the connection is kept
         with pytest.raises(EgressError) as info:
-            stream.write(b"GET / HTTP/1.1\r\n\r\n")
-        assert info.value.code == "address_not_allowed"
+            send(denied, "/echo/2")
+        assert (info.value.code, info.value.may_have_reached_upstream) == ("address_not_allowed", False)
+        assert [r.path for r in upstream.received] == ["/echo/1"]
     finally:
-        transport.EXCHANGE.reset(token)
-        stream.close()
+        connections.close()
 
 
 class RebindingResolver:

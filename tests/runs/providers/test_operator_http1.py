@@ -1,4 +1,4 @@
-"""How the operator's model endpoint is read on the wire (runs/providers/http1.py): answers framed every way HTTP/1.1
+"""How the operator's model endpoint is read on the wire (kagent/http1.py): answers framed every way HTTP/1.1
 allows, kept-alive connections used again only when that is safe, and answers no server should send refused with
 the connection dropped. Servers here write raw bytes on loopback, so the answer is exactly what each test says."""
 
@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import ssl
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,66 +14,21 @@ import pytest
 
 from fakes.llm import FakeLLM, text
 from fakes.upstream import server_context
+from kagent import http1
 from runs.llm import ModelError
-from runs.providers import http1, transport
+from runs.providers import transport
 from runs.providers.transport import operator_post
+from tests.raw_server import Answer, RawServer, closes_after
 
 CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
-
-
-class RawServer:
-    """Answers the n-th request on its connections with `answers[n]` (bytes, or a callable given the socket), the
-    last one over and over. Counts connections and keeps each request it read."""
-
-    def __init__(self, answers: list[bytes | Callable[[socket.socket], None]]) -> None:
-        self.answers = answers
-        self.connections = 0
-        self.requests: list[bytes] = []
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}/v1/chat/completions"
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                sock, _ = self._listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._connection, args=(sock,), daemon=True).start()
-
-    def _connection(self, sock: socket.socket) -> None:
-        with sock:
-            buffer = b""
-            while True:
-                while b"\r\n\r\n" not in buffer:
-                    data = sock.recv(65536)
-                    if not data:
-                        return
-                    buffer += data
-                head, _, buffer = buffer.partition(b"\r\n\r\n")
-                lines = head.lower().split(b"\r\n")
-                length = next(int(line.split(b":")[1]) for line in lines if line.startswith(b"content-length"))
-                while len(buffer) < length:
-                    buffer += sock.recv(65536)
-                self.requests.append(head + b"\r\n\r\n" + buffer[:length])
-                buffer = buffer[length:]
-                answer = self.answers[min(len(self.requests), len(self.answers)) - 1]
-                if callable(answer):
-                    answer(sock)
-                    return
-                sock.sendall(answer)
-
-    def close(self) -> None:
-        self._listener.close()
 
 
 @pytest.fixture
 def raw_server() -> Iterator[Callable[..., RawServer]]:
     made: list[RawServer] = []
 
-    def make(*answers: bytes | Callable[[socket.socket], None]) -> RawServer:
+    def make(*answers: Answer) -> RawServer:
         made.append(RawServer(list(answers)))
         return made[-1]
 
@@ -85,10 +39,6 @@ def raw_server() -> Iterator[Callable[..., RawServer]]:
 
 def post(url: str, key: str = "op-key") -> transport.HttpAnswer:
     return operator_post(url, headers={"Authorization": f"Bearer {key}"}, body=b'{"n": 1}', secrets=[key])
-
-
-def closes_after(data: bytes) -> Callable[[socket.socket], None]:
-    return lambda sock: sock.sendall(data)  # the handler returns: the connection closes
 
 
 def test_the_request_is_one_post_with_its_length_and_no_compression(raw_server):
@@ -201,9 +151,9 @@ class _Pieces:
     ],
 )
 def test_the_limit_is_the_same_wherever_the_reads_split_the_terminator(pieces):
-    connection = http1._Connection(_Pieces(*pieces), deadline=time.monotonic() + 5)  # type: ignore[arg-type]
+    connection = http1.Connection(_Pieces(*pieces), deadline=time.monotonic() + 5)  # type: ignore[arg-type]
     assert connection.until(b"\r\n\r\n", 10, "the head") == b"x" * 10
-    over = http1._Connection(_Pieces(*pieces[:-1], b"x" + pieces[-1]), deadline=time.monotonic() + 5)  # type: ignore[arg-type]
+    over = http1.Connection(_Pieces(*pieces[:-1], b"x" + pieces[-1]), deadline=time.monotonic() + 5)  # type: ignore[arg-type]
     with pytest.raises(http1.ProtocolFault, match="the head is too long"):
         over.until(b"\r\n\r\n", 10, "the head")
 

@@ -1,21 +1,24 @@
-"""A small HTTP/1.1 client for the operator's model endpoint only: one POST at a time per connection, connections
-kept alive per process.
+"""A small HTTP/1.1 client: one request at a time per connection, connections kept alive per process. It carries
+the operator's model endpoint (`Endpoint.post`, runs/providers/transport.py) and, under the guard of
+`kagent.egress`, every call to a tenant's URL (`Endpoint.send` with the guard's own `connect` and `before_write`:
+kagent/egress/transport.py); the guard, not this module, decides where a connection may go.
 
-Why not httpcore (which this replaced on this path): its request cycle — h11's event objects and state machine, the
-pool's locks and bookkeeping — cost about 0.3 ms of CPU a call in a tight loop and about twice that inside a run,
-against 0.05 ms for the same exchange written out here; a run makes two model calls, and a zero-latency model makes
-that a tenth of a run's CPU (bench/README.md). The operator's endpoint is trusted configuration (`KAGENT_LLM_BASE_URL`),
-never a tenant's: tenant URLs, model base_urls included, go through the hardened client in `kagent.egress` alone.
+Why not httpcore (which this replaced): its request cycle — h11's event objects and state machine, the pool's locks
+and bookkeeping, httpx's request and response objects above it — cost about 0.3–0.5 ms of CPU a call in a tight
+loop and about twice that inside a run, against 0.05 ms for the same exchange written out here; a run makes two
+model calls and a tool call, and a zero-latency model makes that a tenth of a run's CPU (bench/README.md).
 
-What it reads is still read strictly, as from any server: a head of at most `MAX_HEAD_BYTES`, a status line and
-header lines as RFC 9112 spells them (no folded lines, no whitespace before a colon), the body framed by
+What it reads is read strictly, as from any server: a head of at most `MAX_HEAD_BYTES`, a status line and header
+lines as RFC 9112 spells them (no folded lines, no whitespace before a colon), the body framed by
 `Transfer-Encoding: chunked`, one `Content-Length`, or the connection's close (RFC 9112 §6.3); anything else is a
 `ProtocolFault`. A connection is used again only after an answer framed exactly (no byte left over, no
-`Connection: close`, HTTP/1.1), and only if, idle, it has nothing to read (a server that closed it while idle).
-Every wait is bounded by the exchange's own deadline (connect and TLS handshake, write, each read; not the lookup of
-a name), so a server trickling bytes ends at the deadline, not after it. A kept connection that turns out closed
-before any byte of the answer came back is tried once more on a new one, as browsers do: a server that took the
-request and closed without a byte of answer gets it twice (a model call has no effect but its cost).
+`Connection: close`, HTTP/1.1), and only if, idle, it has nothing to read (a server that closed it while idle) and
+has not been idle longer than the endpoint's `idle_expiry`. Every wait is bounded by the exchange's own deadline
+(connect and TLS handshake, write, each read; not the lookup of a name by `Endpoint`'s own connect), so a server
+trickling bytes ends at the deadline, not after it. With `retry_idle` (the operator's endpoint), a kept connection
+that turns out closed before any byte of the answer came back is tried once more on a new one, as browsers do: a
+server that took the request and closed without a byte of answer gets it twice (a model call has no effect but its
+cost). Tenant calls never are: the guard's caller decides what to do with a call that may have reached its server.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 MAX_HEAD_BYTES = 64 * 1024  # status line and headers (a chunk's size line and the trailers count here too)
@@ -50,11 +53,13 @@ class Answer:
 
 
 @dataclass
-class _Connection:
+class Connection:
     sock: socket.socket
     buffer: bytearray = field(default_factory=bytearray)
     deadline: float = 0.0
     received: bool = False  # a byte of the current exchange's answer came back
+    address: str = ""  # the address connected to, for whoever made the connection (the egress guard)
+    idle_since: float = 0.0
 
     def recv(self) -> bytes:
         left = self.deadline - time.monotonic()
@@ -95,14 +100,28 @@ class _Connection:
         return data
 
 
+Head = Callable[[int, list[tuple[str, str]]], None]
+
+
 class Endpoint:
     """Keep-alive connections to one origin (scheme, host, port), for one process: `pid` says which, and a forked
-    worker makes its own (runs/providers/transport.py), never sharing a socket across a fork."""
+    worker makes its own (runs/providers/transport.py, kagent/egress/client.py), never sharing a socket across a
+    fork. `idle_expiry` (seconds): a connection idle longer is closed instead of used again."""
 
-    def __init__(self, *, host: str, port: int, tls: ssl.SSLContext | None, host_header: str) -> None:
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        tls: ssl.SSLContext | None,
+        host_header: str,
+        max_idle: int = MAX_IDLE,
+        idle_expiry: float | None = None,
+    ) -> None:
         self.host, self.port, self.tls = host, port, tls
         self.host_header = host_header
-        self._idle: list[_Connection] = []
+        self.max_idle, self.idle_expiry = max_idle, idle_expiry
+        self._idle: list[Connection] = []
         self._lock = threading.Lock()
         self.pid = os.getpid()
 
@@ -116,27 +135,67 @@ class Endpoint:
         deadline: float,
         max_body: int,
     ) -> Answer:
-        """POSTs `body` and reads the whole answer before `deadline` (time.monotonic()). Raises TimeoutError, OSError
-        (ssl.SSLError included), ProtocolFault or TooLarge; the connection is then closed, never used again."""
-        request = _request_bytes(target, self.host_header, headers, body)
+        """POSTs `body` and reads the whole answer before `deadline` (time.monotonic()), on a kept connection or a new
+        one to `host`:`port` (its name looked up by the system). Raises what `send` raises."""
+        return self.send(
+            "POST",
+            target,
+            headers,
+            body,
+            deadline=deadline,
+            max_body=max_body,
+            connect=lambda: self._connect(min(connect_timeout, deadline - time.monotonic()), deadline),
+            retry_idle=True,
+        )
+
+    def send(
+        self,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes | None,
+        *,
+        deadline: float,
+        max_body: int,
+        connect: Callable[[], Connection],
+        before_write: Callable[[Connection], None] | None = None,
+        on_head: Head | None = None,
+        retry_idle: bool = False,
+    ) -> Answer:
+        """Sends one request and reads the whole answer before `deadline` (time.monotonic()), on a kept connection
+        or one from `connect`. `before_write(connection)` runs before a byte is written on it, `on_head(status,
+        headers)` once the final answer's head is read and before its body; either may raise to refuse (the
+        connection is then closed). `method`, `target` and `headers` must be checked by the caller (no CR, LF or
+        space where HTTP forbids them). Raises TimeoutError, OSError (ssl.SSLError included), ProtocolFault,
+        TooLarge or what the callbacks raise; the connection is then closed, never used again."""
+        request = _request_bytes(method, target, self.host_header, headers, body)
         kept = self._idle_connection()
         if kept is not None:
             try:
-                return self._exchange(kept, request, deadline, max_body)
+                return self._exchange(kept, request, deadline, max_body, before_write, on_head)
             except (OSError, ProtocolFault) as exc:
-                if kept.received or isinstance(exc, TimeoutError):
+                if not retry_idle or kept.received or isinstance(exc, TimeoutError):
                     raise
                 # The server closed the kept connection while it was idle and we saw it only now (nothing of an
                 # answer came back): once more on a new connection, as a browser would.
-        fresh = self._connect(min(connect_timeout, deadline - time.monotonic()), deadline)
-        return self._exchange(fresh, request, deadline, max_body)
+        return self._exchange(connect(), request, deadline, max_body, before_write, on_head)
 
-    def _exchange(self, connection: _Connection, request: bytes, deadline: float, max_body: int) -> Answer:
+    def _exchange(
+        self,
+        connection: Connection,
+        request: bytes,
+        deadline: float,
+        max_body: int,
+        before_write: Callable[[Connection], None] | None,
+        on_head: Head | None,
+    ) -> Answer:
         connection.deadline = deadline
         try:
+            if before_write is not None:
+                before_write(connection)
             connection.sock.settimeout(max(deadline - time.monotonic(), 0.001))
             connection.sock.sendall(request)
-            answer, reusable = _read_answer(connection, max_body)
+            answer, reusable = _read_answer(connection, max_body, on_head)
         except BaseException:
             connection.sock.close()
             raise
@@ -147,7 +206,7 @@ class Endpoint:
             connection.sock.close()
         return answer
 
-    def _connect(self, timeout: float, deadline: float) -> _Connection:
+    def _connect(self, timeout: float, deadline: float) -> Connection:
         """A new connection, its TLS handshake included, within `timeout`; refused once past `deadline`. (A name with
         several addresses gives each its own `timeout`, and the name's lookup has no limit of its own: the operator's
         endpoint is configuration, an address or a name of the deployment's own network.)"""
@@ -170,25 +229,40 @@ class Endpoint:
         except BaseException:
             sock.close()
             raise
-        return _Connection(sock)
+        return Connection(sock)
 
-    def _idle_connection(self) -> _Connection | None:
+    def _idle_connection(self) -> Connection | None:
         while True:
             with self._lock:
                 if not self._idle:
                     return None
                 connection = self._idle.pop()
             # An idle connection with something to read was closed by the server (or sent what nobody asked for).
-            if not _readable(connection.sock):
+            if not self._expired(connection, time.monotonic()) and not _readable(connection.sock):
                 return connection
             connection.sock.close()
 
-    def _keep(self, connection: _Connection) -> None:
+    def _expired(self, connection: Connection, now: float) -> bool:
+        return self.idle_expiry is not None and now - connection.idle_since > self.idle_expiry
+
+    def _keep(self, connection: Connection) -> None:
+        connection.idle_since = time.monotonic()
         with self._lock:
-            if len(self._idle) < MAX_IDLE:
+            if len(self._idle) < self.max_idle:
                 self._idle.append(connection)
                 return
         connection.sock.close()
+
+    def prune(self) -> int:
+        """Closes the connections idle past `idle_expiry`; returns how many stay idle."""
+        now = time.monotonic()
+        with self._lock:
+            expired = [c for c in self._idle if self._expired(c, now)]
+            self._idle = [c for c in self._idle if not self._expired(c, now)]
+            left = len(self._idle)
+        for connection in expired:
+            connection.sock.close()
+        return left
 
     def close(self) -> None:
         with self._lock:
@@ -211,15 +285,21 @@ def _readable(sock: socket.socket) -> bool:
 _poll = getattr(select, "poll", None)
 
 
-def _request_bytes(target: str, host_header: str, headers: Sequence[tuple[str, str]], body: bytes) -> bytes:
-    lines = [f"POST {target} HTTP/1.1", f"Host: {host_header}"]
+def _request_bytes(
+    method: str, target: str, host_header: str, headers: Sequence[tuple[str, str]], body: bytes | None
+) -> bytes:
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {host_header}"]
     lines += [f"{name}: {value}" for name, value in headers]
-    lines.append(f"Content-Length: {len(body)}")
+    if body is not None or method in _BODY_METHODS:
+        lines.append(f"Content-Length: {len(body or b'')}")
     head = "\r\n".join(lines) + "\r\n\r\n"
-    return head.encode("latin-1") + body
+    return head.encode("latin-1") + (body or b"")
 
 
-def _read_answer(connection: _Connection, max_body: int) -> tuple[Answer, bool]:
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # a Content-Length: 0 when they carry nothing, as httpx sends
+
+
+def _read_answer(connection: Connection, max_body: int, on_head: Head | None = None) -> tuple[Answer, bool]:
     """The answer to one request and whether the connection can carry another."""
     while True:
         version, status, headers = _read_head(connection)
@@ -228,6 +308,8 @@ def _read_answer(connection: _Connection, max_body: int) -> tuple[Answer, bool]:
         if status == 101:
             raise ProtocolFault("the server switched protocols")
         # 100 Continue, 103 Early Hints: informational, the answer follows.
+    if on_head is not None:
+        on_head(status, headers)
     fields: dict[str, list[str]] = {}
     for name, value in headers:
         fields.setdefault(name, []).append(value)
@@ -252,7 +334,7 @@ def _read_answer(connection: _Connection, max_body: int) -> tuple[Answer, bool]:
     return Answer(status, headers, _read_to_close(connection, max_body)), False
 
 
-def _read_head(connection: _Connection) -> tuple[str, int, list[tuple[str, str]]]:
+def _read_head(connection: Connection) -> tuple[str, int, list[tuple[str, str]]]:
     raw = connection.until(b"\r\n\r\n", MAX_HEAD_BYTES, "the answer's head")
     line_ends = raw.count(b"\r\n")
     if raw.count(b"\r") != line_ends or raw.count(b"\n") != line_ends:
@@ -281,7 +363,7 @@ def _tokens(values: list[str]) -> list[str]:
     return [token.strip().lower() for value in values for token in value.split(",") if token.strip()]
 
 
-def _read_chunked(connection: _Connection, max_body: int) -> bytes:
+def _read_chunked(connection: Connection, max_body: int) -> bytes:
     chunks: list[bytes] = []
     size_so_far = 0
     while True:
@@ -307,7 +389,7 @@ def _read_chunked(connection: _Connection, max_body: int) -> bytes:
     return b"".join(chunks)
 
 
-def _read_to_close(connection: _Connection, max_body: int) -> bytes:
+def _read_to_close(connection: Connection, max_body: int) -> bytes:
     body = connection.buffer
     connection.buffer = bytearray()
     while data := connection.recv():
