@@ -235,8 +235,11 @@ class EgressClient:
             fields = joined_headers(answer_headers)
             if 300 <= status < 400:
                 raise EgressError("redirect_not_followed", "the upstream answered with a redirect", status=status)
-            declared = fields.get("content-length")
-            if declared is not None and declared.strip().isdigit() and int(declared) > MAX_RESPONSE_BYTES:
+            declared = (fields.get("content-length") or "").strip()
+            # isascii too: the head is read as latin-1, where "\xb2" (superscript two) is a digit to isdigit and not
+            # to int; and never int() of thousands of digits (a ValueError past 4300). Anything that is not one plain
+            # number is left to kagent.http1, which refuses it as bad framing.
+            if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > MAX_RESPONSE_BYTES):
                 raise EgressError("response_too_large", "the response is over 1 MiB", status=status)
             decoders.append(BoundedDecoder(fields.get("content-encoding", ""), MAX_RESPONSE_BYTES))
 

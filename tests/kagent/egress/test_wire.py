@@ -100,8 +100,9 @@ def test_a_kept_connection_closed_after_the_request_is_never_sent_again(client, 
         b"HTTP/1.1 200 OK\r\n X-Folded: 1\r\nContent-Length: 2\r\n\r\n{}",  # an obsolete folded line
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",  # a chunk size not in hex
         b"HTTP/2 200\r\nContent-Length: 2\r\n\r\n{}",
+        b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\n{}",  # a digit to str.isdigit, not to int (latin-1 \xb2)
     ],
-    ids=["bare-lf", "two-lengths", "switching", "folded", "bad-chunk", "not-http-1"],
+    ids=["bare-lf", "two-lengths", "switching", "folded", "bad-chunk", "not-http-1", "superscript-length"],
 )
 def test_an_answer_no_server_should_send_is_a_bad_response_and_its_connection_dropped(client, wire, answer):
     server = wire(answer, OK)
@@ -119,6 +120,15 @@ def test_a_chunked_answer_with_trailers_is_read_and_its_connection_kept(client, 
     assert get(client).body == b'{"a": 1}'
     assert get(client).body == b'{"a": 1}'
     assert server.connections == 1
+
+
+def test_a_declared_length_of_thousands_of_digits_is_too_large(client, wire):
+    server = wire(b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n{}", OK)
+    with pytest.raises(EgressError) as info:
+        get(client)
+    assert (info.value.code, info.value.status) == ("response_too_large", 200)
+    assert get(client).status == 200
+    assert server.connections == 2
 
 
 def test_a_redirect_is_refused_before_its_body_and_its_connection_dropped(client, wire):
