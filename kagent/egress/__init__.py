@@ -21,13 +21,13 @@ How a call is guarded, in order:
    the decoded size passes 1 MiB (a gzip bomb never inflates past the limit in memory).
 
 Connection reuse and rebinding. Connections are kept per origin (host, port; at most 4 a process, closed after 30 s
-idle), so a connection made for one name never carries another name's request. A kept connection stays connected
-to the address that was checked when it was opened; a later, different DNS answer only matters to new connections,
-which resolve and check again. What could change a decision for the same address is the policy (allowed networks,
-own hosts, --resolve entries, CA): each policy gets its own connections (`EgressClient._policy_transport`), and
-every request re-checks the address of the connection it is written on against the policy of the request
-(`before_write` in `transport.EgressTransport.send`) before a byte is sent, so a connection opened under one
-decision can never serve a request under another.
+idle; the 16 most recent origins only), so a connection made for one name never carries another name's request. A kept
+connection stays connected to the address that was checked when it was opened; a later, different DNS answer only
+matters to new connections, which resolve and check again. What could change a decision for the same address is the
+policy (allowed networks, own hosts, --resolve entries, CA): each policy gets its own connections
+(`EgressClient._policy_transport`), and every request re-checks the address of the connection it is written on against
+the policy of the request (`before_write` in `transport.EgressTransport.send`) before a byte is sent, so a connection
+opened under one decision can never serve a request under another.
 
 Test-only settings (SPEC §2): KAGENT_EGRESS_ALLOW_NETWORKS exempts exactly the CIDRs it names from the deny list;
 KAGENT_EGRESS_CA_BUNDLE adds a CA to certifi's; KAGENT_EGRESS_RESOLVE (`host:port:addr[,addr…]` entries, IPv6 in

@@ -25,6 +25,10 @@ from kagent.egress.urls import TargetUrl
 
 MAX_IDLE_PER_ORIGIN = 4  # connections kept per origin and process (a worker's child makes one call at a time)
 IDLE_EXPIRY_S = 30.0  # a kept connection idle longer is closed
+# Origins kept per transport, the least recently used forgotten (their idle connections closed) past it: a tenant
+# calling a new name each time (a wildcard DNS zone) must not make the process keep a socket per name, up to its
+# file descriptor limit, for the next 30 s (httpcore's pool, before kagent.http1, kept at most 20 idle in all).
+MAX_ORIGINS = 16
 _PRUNE_EVERY_S = 5.0
 
 
@@ -236,8 +240,10 @@ class EgressTransport:
 
     def _enter(self, key: tuple[str, int], target: TargetUrl) -> http1.Endpoint:
         with self._lock:
-            endpoint = self._endpoints.get(key)
-            if endpoint is None:
+            endpoint = self._endpoints.pop(key, None)  # and back in last: the dict's order is the least recent first
+            if endpoint is not None:
+                self._endpoints[key] = endpoint
+            else:
                 endpoint = self._endpoints[key] = http1.Endpoint(
                     host=target.host,
                     port=target.port,
@@ -253,6 +259,8 @@ class EgressTransport:
         now = time.monotonic()
         with self._lock:
             self._users[key] -= 1
+            if len(self._endpoints) > MAX_ORIGINS:
+                self._forget_least_recent(len(self._endpoints) - MAX_ORIGINS)
             if now - self._pruned < _PRUNE_EVERY_S:
                 return
             self._pruned = now
@@ -263,6 +271,16 @@ class EgressTransport:
                 if not endpoint.prune() and not self._users.get(origin):
                     del self._endpoints[origin]
                     self._users.pop(origin, None)
+
+    def _forget_least_recent(self, count: int) -> None:
+        for origin, endpoint in list(self._endpoints.items()):
+            if count <= 0:
+                return
+            if not self._users.get(origin):  # one in use is forgotten once its last exchange has left
+                del self._endpoints[origin]
+                self._users.pop(origin, None)
+                endpoint.close()
+                count -= 1
 
     def close(self) -> None:
         with self._lock:

@@ -166,3 +166,29 @@ def test_idle_connections_expire_and_are_closed(client, wire, monkeypatch):
     while server.closed_by_client < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert server.closed_by_client == 2
+
+
+def test_only_the_most_recent_origins_keep_connections(client, wire, egress_settings, monkeypatch):
+    # A tenant calling a new name each time (a wildcard DNS zone) must not make the process keep a socket per name.
+    monkeypatch.setattr(transport, "MAX_ORIGINS", 2)
+    server = wire(OK)
+    egress_settings.KAGENT_EGRESS_RESOLVE += f" rebind.test:8443:{server.host} other.test:8443:{server.host}"
+    for name in ("wire.test", "rebind.test", "other.test"):
+        assert (
+            client.request(
+                project_id=None,
+                purpose="http_tool",
+                method="GET",
+                url=f"https://{name}:8443/",
+                headers={},
+                body=None,
+                timeout_ms=5000,
+            ).status
+            == 200
+        )
+    deadline = time.monotonic() + 5
+    while server.closed_by_client < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert (server.connections, server.closed_by_client) == (3, 1)  # the least recent origin's, wire.test's
+    assert get(client).status == 200
+    assert server.connections == 4
