@@ -191,6 +191,10 @@ class Endpoint:
     ) -> Answer:
         connection.deadline = deadline
         try:
+            if deadline - time.monotonic() <= 0:
+                # Never a request written once its time is up (a TLS handshake that ended at the deadline): it
+                # would reach the server and still be reported as timed out, as if it might have had its effect.
+                raise TimeoutError
             if before_write is not None:
                 before_write(connection)
             connection.sock.settimeout(max(deadline - time.monotonic(), 0.001))

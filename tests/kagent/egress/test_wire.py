@@ -192,3 +192,21 @@ def test_only_the_most_recent_origins_keep_connections(client, wire, egress_sett
     assert (server.connections, server.closed_by_client) == (3, 1)  # the least recent origin's, wire.test's
     assert get(client).status == 200
     assert server.connections == 4
+
+
+def test_nothing_is_written_once_the_deadline_has_passed(client, wire, monkeypatch):
+    # A handshake that ends at the deadline: the call times out before a byte of the request, so it is reported as
+    # never having reached the server.
+    server = wire(OK)
+    start_tls = transport._start_tls
+
+    def slow_start_tls(connection: Any, context: Any, host: str, exchange: Any) -> None:
+        start_tls(connection, context, host, exchange)
+        time.sleep(max(exchange.remaining(), 0) + 0.05)
+
+    monkeypatch.setattr(transport, "_start_tls", slow_start_tls)
+    with pytest.raises(EgressError) as info:
+        get(client, timeout_ms=300)
+    assert (info.value.code, info.value.may_have_reached_upstream) == ("timeout", False)
+    time.sleep(0.1)
+    assert server.requests == []
