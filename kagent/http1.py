@@ -345,6 +345,10 @@ def _read_head(connection: Connection) -> tuple[str, int, list[tuple[str, str]]]
         # A bare CR or LF inside a line (RFC 9112 §2.2): what a lenient reader in between would split into two
         # header lines this one would read as one.
         raise ProtocolFault("the answer's head has a bare CR or LF")
+    if raw.translate(None, _HEAD_BYTES):
+        # A control character (NUL, ESC, DEL...) in a status line or field (RFC 9110 §5.5), refused as h11 did
+        # before this client: what a tenant's server sends is read as text by whatever reads the answer on.
+        raise ProtocolFault("the answer's head has a control character")
     lines = raw.decode("latin-1").split("\r\n")
     version, _, rest = lines[0].partition(" ")
     code = rest[:3]
@@ -361,6 +365,9 @@ def _read_head(connection: Connection) -> tuple[str, int, list[tuple[str, str]]]
             raise ProtocolFault("the answer has a malformed header line")
         headers.append((name.lower(), value.strip(" \t")))
     return version[5:], int(code), headers
+
+
+_HEAD_BYTES = bytes([9, 10, 13, *range(0x20, 0x7F), *range(0x80, 0x100)])  # tab, CR, LF, visible, space, obs-text
 
 
 def _tokens(values: list[str]) -> list[str]:
