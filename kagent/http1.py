@@ -322,12 +322,13 @@ def _read_answer(connection: Connection, max_body: int, on_head: Head | None = N
     if status in (204, 304):
         return Answer(status, headers, b""), reusable
     if "transfer-encoding" in fields:
-        codings = _tokens(fields["transfer-encoding"])
-        if codings and codings[-1] == "chunked":
-            # With a Content-Length too (RFC 9112 §6.3: to be handled as an error) read as chunked, never reused.
-            reusable = reusable and codings == ["chunked"] and "content-length" not in fields
-            return Answer(status, headers, _read_chunked(connection, max_body)), reusable
-        return Answer(status, headers, _read_to_close(connection, max_body)), False
+        if _tokens(fields["transfer-encoding"]) != ["chunked"]:
+            # A transfer coding this client would not undo (gzip, ...): its body would pass for the decoded one.
+            # Refused, as h11 refused it before the egress switch.
+            raise ProtocolFault("the answer's Transfer-Encoding is not chunked alone")
+        # With a Content-Length too (RFC 9112 §6.3: to be handled as an error) read as chunked, never reused.
+        reusable = reusable and "content-length" not in fields
+        return Answer(status, headers, _read_chunked(connection, max_body)), reusable
     if "content-length" in fields:
         values = {value.strip() for joined in fields["content-length"] for value in joined.split(",")}
         if len(values) != 1 or not (size := values.pop()).isdigit() or not size.isascii() or len(size) > 18:

@@ -102,8 +102,21 @@ def test_a_kept_connection_closed_after_the_request_is_never_sent_again(client, 
         b"HTTP/2 200\r\nContent-Length: 2\r\n\r\n{}",
         b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\n{}",  # a digit to str.isdigit, not to int (latin-1 \xb2)
         b"HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 2\r\n\r\n{}",  # a control character in a field
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",  # never undone here
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nConnection: close\r\n\r\n{}",
     ],
-    ids=["bare-lf", "two-lengths", "switching", "folded", "bad-chunk", "not-http-1", "superscript-length", "nul"],
+    ids=[
+        "bare-lf",
+        "two-lengths",
+        "switching",
+        "folded",
+        "bad-chunk",
+        "not-http-1",
+        "superscript-length",
+        "nul",
+        "gzip-chunked",
+        "gzip",
+    ],
 )
 def test_an_answer_no_server_should_send_is_a_bad_response_and_its_connection_dropped(client, wire, answer):
     server = wire(answer, OK)
