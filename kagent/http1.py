@@ -362,12 +362,15 @@ def _read_head(connection: Connection) -> tuple[str, int, list[tuple[str, str]]]
     headers: list[tuple[str, str]] = []
     for line in lines[1:]:
         name, colon, value = line.partition(":")
-        if not colon or not name or name != name.strip() or line[0] in " \t" or any(c in name for c in " \t\r\n"):
+        # strip() leaves something only if the name holds a character that is not a token's (RFC 9110 §5.1): a space
+        # or tab (a folded line, whitespace before the colon), a parenthesis, a non-ASCII byte...
+        if not colon or not name or name.strip(_TOKEN_CHARS):
             raise ProtocolFault("the answer has a malformed header line")
         headers.append((name.lower(), value.strip(" \t")))
     return version[5:], int(code), headers
 
 
+_TOKEN_CHARS = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _HEAD_BYTES = bytes([9, 10, 13, *range(0x20, 0x7F), *range(0x80, 0x100)])  # tab, CR, LF, visible, space, obs-text
 
 

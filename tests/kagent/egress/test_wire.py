@@ -104,6 +104,8 @@ def test_a_kept_connection_closed_after_the_request_is_never_sent_again(client, 
         b"HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 2\r\n\r\n{}",  # a control character in a field
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",  # never undone here
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nConnection: close\r\n\r\n{}",
+        b"HTTP/1.1 200 OK\r\nX(A): 1\r\nContent-Length: 2\r\n\r\n{}",  # a field name that is not a token
+        b"HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\n{}",  # whitespace before the colon
     ],
     ids=[
         "bare-lf",
@@ -116,6 +118,8 @@ def test_a_kept_connection_closed_after_the_request_is_never_sent_again(client, 
         "nul",
         "gzip-chunked",
         "gzip",
+        "name-not-token",
+        "space-before-colon",
     ],
 )
 def test_an_answer_no_server_should_send_is_a_bad_response_and_its_connection_dropped(client, wire, answer):
