@@ -136,13 +136,14 @@ def _ssl_context(ca_bundle: str) -> ssl.SSLContext:
 
 
 def _start_tls(connection: http1.Connection, context: ssl.SSLContext, host: str, exchange: Exchange) -> None:
-    """TLS on a new connection, verified for `host` (SNI and the certificate's name), within the time left."""
+    """TLS on a new connection, verified for `host` (SNI and the certificate's name), within the connect timeout and
+    the time left (a server that accepts and stalls the handshake holds the call 3 s, as under httpcore, not 15)."""
     sock = connection.sock
     try:
         left = exchange.remaining()
         if left <= 0:
             raise TimeoutError
-        sock.settimeout(left)
+        sock.settimeout(min(CONNECT_TIMEOUT_S, left))
         # The handshake inside this `try` (not in wrap_socket, which closes only on OSError): whatever interrupts
         # it, a Celery soft time limit included, the socket is closed here.
         sock = context.wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)

@@ -228,3 +228,14 @@ def test_nothing_is_written_once_the_deadline_has_passed(client, wire, monkeypat
     assert (info.value.code, info.value.may_have_reached_upstream) == ("timeout", False)
     time.sleep(0.1)
     assert server.requests == []
+
+
+def test_a_stalled_tls_handshake_ends_at_the_connect_timeout(client, wire, monkeypatch):
+    monkeypatch.setattr(transport, "CONNECT_TIMEOUT_S", 0.3)
+    server = wire(OK)
+    server.tls = None  # it accepts, then waits for a request and never answers the handshake
+    started = time.monotonic()
+    with pytest.raises(EgressError) as info:
+        get(client, timeout_ms=5000)
+    assert (info.value.code, info.value.may_have_reached_upstream) == ("timeout", False)
+    assert time.monotonic() - started < 2
