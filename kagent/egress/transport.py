@@ -99,7 +99,7 @@ class _GuardedBackend:
                 raise EgressError("address_not_allowed", f"{host}: {reason}", resolved_address=str(ip))
             if ip not in addresses:
                 addresses.append(ip)
-        timed_out = False
+        timed_out = False  # the last address tried timed out (or no time was left to try one)
         for ip in addresses:
             left = exchange.remaining()
             if left <= 0:
@@ -117,6 +117,7 @@ class _GuardedBackend:
                 continue
             except OSError:
                 sock.close()
+                timed_out = False
                 continue
             except BaseException:
                 sock.close()
