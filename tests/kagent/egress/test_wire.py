@@ -45,12 +45,12 @@ def wire(egress_settings: Any, cert_dir: Path) -> Iterator[Callable[..., RawServ
         server.close()
 
 
-def get(client: EgressClient, path: str = "/orders/1", **kwargs: Any) -> Any:
+def get(client: EgressClient, path: str = "/orders/1", *, origin: str = "https://wire.test:8443", **kwargs: Any) -> Any:
     return client.request(
         project_id=None,
         purpose="http_tool",
         method=kwargs.pop("method", "GET"),
-        url=f"https://wire.test:8443{path}",
+        url=f"{origin}{path}",
         headers=kwargs.pop("headers", {}),
         body=kwargs.pop("body", None),
         timeout_ms=kwargs.pop("timeout_ms", 5000),
@@ -171,15 +171,7 @@ def test_idle_connections_expire_and_are_closed(client, wire, monkeypatch):
     # A call to another origin prunes what expired meanwhile: the process keeps no socket to a host it stopped
     # calling.
     with pytest.raises(EgressError):
-        client.request(
-            project_id=None,
-            purpose="http_tool",
-            method="GET",
-            url="https://does-not-exist.invalid/",
-            headers={},
-            body=None,
-            timeout_ms=2000,
-        )
+        get(client, "/", origin="https://does-not-exist.invalid", timeout_ms=2000)
     deadline = time.monotonic() + 5
     while server.closed_by_client < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -192,18 +184,7 @@ def test_only_the_most_recent_origins_keep_connections(client, wire, egress_sett
     server = wire(OK)
     egress_settings.KAGENT_EGRESS_RESOLVE += f" rebind.test:8443:{server.host} other.test:8443:{server.host}"
     for name in ("wire.test", "rebind.test", "other.test"):
-        assert (
-            client.request(
-                project_id=None,
-                purpose="http_tool",
-                method="GET",
-                url=f"https://{name}:8443/",
-                headers={},
-                body=None,
-                timeout_ms=5000,
-            ).status
-            == 200
-        )
+        assert get(client, "/", origin=f"https://{name}:8443").status == 200
     deadline = time.monotonic() + 5
     while server.closed_by_client < 1 and time.monotonic() < deadline:
         time.sleep(0.02)
