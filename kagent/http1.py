@@ -198,8 +198,19 @@ class Endpoint:
             if before_write is not None:
                 before_write(connection)
             connection.sock.settimeout(max(deadline - time.monotonic(), 0.001))
-            connection.sock.sendall(request)
-            answer, reusable = _read_answer(connection, max_body, on_head)
+            try:
+                connection.sock.sendall(request)
+            except TimeoutError:
+                raise
+            except OSError as write_error:
+                # A server may answer before it has read the whole request (a 413 for a body too large) and close:
+                # that answer is the one to report, as httpcore read it. Without one, the write's error stands.
+                answer = _answer_after_failed_write(connection, max_body, on_head)
+                if answer is None:
+                    raise write_error from None
+                reusable = False
+            else:
+                answer, reusable = _read_answer(connection, max_body, on_head)
         except BaseException:
             connection.sock.close()
             raise
@@ -337,6 +348,16 @@ def _read_answer(connection: Connection, max_body: int, on_head: Head | None = N
             raise TooLarge
         return Answer(status, headers, connection.take(int(size))), reusable
     return Answer(status, headers, _read_to_close(connection, max_body)), False
+
+
+def _answer_after_failed_write(connection: Connection, max_body: int, on_head: Head | None) -> Answer | None:
+    try:
+        answer, _ = _read_answer(connection, max_body, on_head)
+    except TimeoutError:
+        raise
+    except (OSError, ProtocolFault):
+        return None
+    return answer
 
 
 def _read_head(connection: Connection) -> tuple[str, int, list[tuple[str, str]]]:

@@ -140,6 +140,37 @@ class _Pieces:
         return self.pieces.pop(0) if self.pieces else b""
 
 
+class _ClosedForWriting(_Pieces):
+    """Fault injection: a socket the server reset while the request was being written, with what it sent before."""
+
+    closed = False
+
+    def sendall(self, data: bytes) -> None:
+        raise ConnectionResetError("reset by peer")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_an_answer_sent_before_the_request_was_read_is_the_answer():
+    # A server answering 413 to a body too large and closing mid-upload: the 413 is what the caller is told (as
+    # httpcore did), the connection closed; with nothing to read, the write's error.
+    endpoint = http1.Endpoint(host="example.test", port=443, tls=None, host_header="example.test")
+
+    def send(sock: _ClosedForWriting) -> http1.Answer:
+        connection = http1.Connection(sock)  # type: ignore[arg-type]
+        deadline = time.monotonic() + 5
+        return endpoint.send("POST", "/x", [], b"x" * 100, deadline=deadline, max_body=1024, connect=lambda: connection)
+
+    early = _ClosedForWriting(b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 9\r\n\r\ntoo large")
+    answer = send(early)
+    assert (answer.status, answer.body, early.closed) == (413, b"too large", True)
+    silent = _ClosedForWriting()
+    with pytest.raises(ConnectionResetError):
+        send(silent)
+    assert silent.closed
+
+
 @pytest.mark.parametrize(
     "pieces",
     [
