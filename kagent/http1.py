@@ -9,16 +9,18 @@ loop and about twice that inside a run, against 0.05 ms for the same exchange wr
 model calls and a tool call, and a zero-latency model makes that a tenth of a run's CPU (bench/README.md).
 
 What it reads is read strictly, as from any server: a head of at most `MAX_HEAD_BYTES`, a status line and header
-lines as RFC 9112 spells them (no folded lines, no whitespace before a colon), the body framed by
-`Transfer-Encoding: chunked`, one `Content-Length`, or the connection's close (RFC 9112 §6.3); anything else is a
-`ProtocolFault`. A connection is used again only after an answer framed exactly (no byte left over, no
-`Connection: close`, HTTP/1.1), and only if, idle, it has nothing to read (a server that closed it while idle) and
-has not been idle longer than the endpoint's `idle_expiry`. Every wait is bounded by the exchange's own deadline
-(connect and TLS handshake, write, each read; not the lookup of a name by `Endpoint`'s own connect), so a server
-trickling bytes ends at the deadline, not after it. With `retry_idle` (the operator's endpoint), a kept connection
-that turns out closed before any byte of the answer came back is tried once more on a new one, as browsers do: a
-server that took the request and closed without a byte of answer gets it twice (a model call has no effect but its
-cost). Tenant calls never are: the guard's caller decides what to do with a call that may have reached its server.
+lines as RFC 9112 spells them (no folded lines, no whitespace before a colon, a token for a name, no control
+character), the body framed by `Transfer-Encoding: chunked` (the only transfer coding), one `Content-Length`, or the
+connection's close (RFC 9112 §6.3); anything else is a `ProtocolFault`. A server's answer sent before it read the
+whole request (a 413, then a reset) is read as the answer. A connection is used again only after an answer framed
+exactly (no byte left over, no `Connection: close`, HTTP/1.1), and only if, idle, it has nothing to read (a server
+that closed it while idle) and has not been idle longer than the endpoint's `idle_expiry`. Every wait is bounded by
+the exchange's own deadline (connect and TLS handshake, write, each read; not the lookup of a name by `Endpoint`'s
+own connect), so a server trickling bytes ends at the deadline, not after it. With `retry_idle` (the operator's
+endpoint), a kept connection that turns out closed before any byte of the answer came back is tried once more on a
+new one, as browsers do: a server that took the request and closed without a byte of answer gets it twice (a model
+call has no effect but its cost). Tenant calls never are: the guard's caller decides what to do with a call that
+may have reached its server.
 """
 
 from __future__ import annotations
@@ -383,15 +385,22 @@ def _read_head(connection: Connection) -> tuple[str, int, list[tuple[str, str]]]
     headers: list[tuple[str, str]] = []
     for line in lines[1:]:
         name, colon, value = line.partition(":")
-        # strip() leaves something only if the name holds a character that is not a token's (RFC 9110 §5.1): a space
-        # or tab (a folded line, whitespace before the colon), a parenthesis, a non-ASCII byte...
-        if not colon or not name or name.strip(_TOKEN_CHARS):
+        # A name that is not a token (RFC 9110 §5.1): a space or tab (a folded line, whitespace before the colon), a
+        # parenthesis, a non-ASCII byte...
+        if not colon or not is_token(name):
             raise ProtocolFault("the answer has a malformed header line")
         headers.append((name.lower(), value.strip(" \t")))
     return version[5:], int(code), headers
 
 
-_TOKEN_CHARS = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+TOKEN_CHARS = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # RFC 9110 §5.6.2
+
+
+def is_token(text: str) -> bool:
+    """A field name (or a method) as HTTP spells it: one or more token characters, nothing else."""
+    return bool(text) and not text.strip(TOKEN_CHARS)
+
+
 _HEAD_BYTES = bytes([9, 10, 13, *range(0x20, 0x7F), *range(0x80, 0x100)])  # tab, CR, LF, visible, space, obs-text
 
 

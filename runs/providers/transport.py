@@ -159,12 +159,9 @@ def _operator_headers(headers: dict[str, str]) -> list[tuple[str, str]]:
     merged = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity", **headers}
     for name, value in merged.items():
         # A name is an RFC 9110 token; a value printable ASCII: no line break to end the header early.
-        if not name or not set(name) <= _TOKEN_CHARS or not (value.isascii() and value.isprintable()):
+        if not http1.is_token(name) or not (value.isascii() and value.isprintable()):
             raise _operator_misconfigured("the model endpoint's headers must be ASCII (KAGENT_LLM_API_KEY)")
     return list(merged.items())
-
-
-_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
 
 def operator_post(url: str, *, headers: dict[str, str], body: bytes, secrets: Sequence[str]) -> HttpAnswer:
