@@ -125,6 +125,7 @@ class Endpoint:
         self.max_idle, self.idle_expiry = max_idle, idle_expiry
         self._idle: list[Connection] = []
         self._lock = threading.Lock()
+        self._closed = False  # closed: a connection coming back from an exchange under way is closed, not kept
         self.pid = os.getpid()
 
     def post(
@@ -265,7 +266,7 @@ class Endpoint:
     def _keep(self, connection: Connection) -> None:
         connection.idle_since = time.monotonic()
         with self._lock:
-            if len(self._idle) < self.max_idle:
+            if not self._closed and len(self._idle) < self.max_idle:
                 self._idle.append(connection)
                 return
         connection.sock.close()
@@ -283,6 +284,7 @@ class Endpoint:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             idle, self._idle = self._idle, []
         for connection in idle:
             connection.sock.close()

@@ -174,6 +174,7 @@ class EgressTransport:
         self._lock = threading.Lock()
         self._endpoints: dict[tuple[str, int], http1.Endpoint] = {}
         self._users: dict[tuple[str, int], int] = {}  # exchanges under way per origin: pruned only when none
+        self._closed = False  # replaced (the policy changed) or shut: nothing more is kept
         self._pruned = time.monotonic()
 
     def send(
@@ -254,6 +255,8 @@ class EgressTransport:
                     max_idle=MAX_IDLE_PER_ORIGIN,
                     idle_expiry=IDLE_EXPIRY_S,
                 )
+                if self._closed:
+                    endpoint.close()  # this call's connection is closed when it ends, never kept
             self._users[key] = self._users.get(key, 0) + 1
             return endpoint
 
@@ -285,7 +288,10 @@ class EgressTransport:
                 count -= 1
 
     def close(self) -> None:
+        """Closes the kept connections; a call still under way (it took this transport before a policy change) closes
+        its connection when it ends."""
         with self._lock:
+            self._closed = True
             endpoints, self._endpoints = list(self._endpoints.values()), {}
         for endpoint in endpoints:
             endpoint.close()

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from fakes.upstream import server_context
+from kagent import egress
 from kagent.egress import EgressClient, EgressError, transport
 from tests.raw_server import Answer, RawServer, closes_after
 
@@ -220,3 +221,22 @@ def test_a_stalled_tls_handshake_ends_at_the_connect_timeout(client, wire, monke
         get(client, timeout_ms=5000)
     assert (info.value.code, info.value.may_have_reached_upstream) == ("timeout", False)
     assert time.monotonic() - started < 2
+
+
+def test_a_connection_in_use_when_its_policy_changes_is_closed_when_its_call_ends(client, wire, egress_settings):
+    # The policy changed while a call was under way on the old transport: its connection is not kept where nothing
+    # would ever use or close it again, and a call that took the old transport just before keeps nothing either.
+    server = wire(OK)
+    policy, connections = client._policy_transport()
+    target = egress.url_check("https://wire.test:8443/orders/1")
+
+    def send(on_head: Callable[[int, list[tuple[str, str]]], None]) -> int:
+        exchange = transport.Exchange(policy=policy, deadline=time.monotonic() + 5)
+        return connections.send(exchange, "GET", target, [], None, on_head).status
+
+    assert send(lambda status, headers: connections.close()) == 200  # closed in the middle of the call
+    assert send(lambda status, headers: None) == 200  # on the transport already closed
+    deadline = time.monotonic() + 5
+    while server.closed_by_client < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert (server.connections, server.closed_by_client) == (2, 2)
