@@ -59,7 +59,10 @@ def _upstream_server(cert_dir: Path) -> Iterator[Upstream]:
     server.stop()
 
 
-CONTROL_NAME, CONTROL_PATH = "localhost", "/echo/control"  # the unguarded control's request to the sentinel
+# The unguarded control's request to the sentinel (tests/kagent/egress/test_client.py): to its address, with a TLS
+# name and a path no guarded call uses, so that leaving them out of the sentinel's check hides no guarded call (the
+# corpus calls https://localhost:8443/ guarded), and no lookup of "localhost" (::1 first or alone on some hosts).
+CONTROL_NAME, CONTROL_PATH = "unguarded-control.invalid", "/echo/unguarded-control"
 
 
 @pytest.fixture(scope="session")
@@ -99,7 +102,7 @@ def internal(_internal_server: Upstream | None) -> Iterator[Upstream | None]:
     _internal_server.reset()
     yield _internal_server
     # Less the unguarded control's (tests/kagent/egress/test_client.py), which the other test process of a parallel
-    # run sends here when this one holds the address: https://localhost:8443/echo/control, nothing guarded.
+    # run sends here when this one holds the address.
     received = [r.path for r in _internal_server.received if r.path != CONTROL_PATH]
     handshakes = [name for name in _internal_server.sni_names if name != CONTROL_NAME]
     assert received == [], "an internal address received a request"

@@ -346,9 +346,10 @@ def test_allow_networks_exempt_only_what_they_name(client, egress_settings, upst
 def test_plain_httpx_would_have_reached_the_internal_sentinel(internal):
     """Control for the corpus: the sentinel is real and reachable when nothing guards the call."""
     # verify=False: this is the unguarded control, and it must work even if another test run owns the port. By the
-    # name and path the sentinel's own check leaves out: another test process's sentinel may be the one it reaches.
+    # TLS name and path the sentinel's own check leaves out: another test process's sentinel may be the one it reaches.
     with httpx.Client(verify=False, trust_env=False) as plain:  # noqa: S501
-        assert plain.get(f"https://{CONTROL_NAME}:8443{CONTROL_PATH}").status_code == 200
+        answer = plain.get(f"https://127.0.0.1:8443{CONTROL_PATH}", extensions={"sni_hostname": CONTROL_NAME})
+        assert answer.status_code == 200
     if internal is not None:  # None only while another test run holds 127.0.0.1:8443 (see tests/plugins/egress.py)
         assert [r.path for r in internal.received] == [CONTROL_PATH]
         assert internal.sni_names == [CONTROL_NAME]
