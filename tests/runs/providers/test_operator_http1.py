@@ -171,6 +171,48 @@ def test_an_answer_sent_before_the_request_was_read_is_the_answer():
     assert silent.closed
 
 
+class _Answering(_Pieces):
+    def sendall(self, data: bytes) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_kept_connection_reset_while_the_request_is_written_is_retried_once_unless_an_answer_began(monkeypatch):
+    # The server closed the kept connection while it was idle, seen only when the write failed: one more try on a new
+    # connection, as when the write goes through and the read finds the close. Never once a byte of an answer came
+    # back (the server may have acted on the request), and never on a tenant's call (no retry_idle).
+    monkeypatch.setattr(http1, "_readable", lambda sock: False)
+
+    def post(kept: _ClosedForWriting, *, retry_idle: bool = True) -> tuple[http1.Answer | Exception, int]:
+        endpoint = http1.Endpoint(host="example.test", port=443, tls=None, host_header="example.test")
+        endpoint._idle.append(http1.Connection(kept))  # type: ignore[arg-type]
+        connected: list[_Answering] = []
+
+        def connect() -> http1.Connection:
+            connected.append(_Answering(OK))
+            return http1.Connection(connected[-1])  # type: ignore[arg-type]
+
+        def send() -> http1.Answer:
+            deadline = time.monotonic() + 5
+            return endpoint.send(
+                "POST", "/x", [], b"{}", deadline=deadline, max_body=1024, connect=connect, retry_idle=retry_idle
+            )
+
+        try:
+            return send(), len(connected)
+        except (OSError, http1.ProtocolFault) as exc:
+            return exc, len(connected)
+
+    answer, connections = post(_ClosedForWriting())
+    assert (getattr(answer, "body", None), connections) == (b"{}", 1)
+    begun, connections = post(_ClosedForWriting(b"HTTP/1.1 200 OK\r\nContent-Len"))
+    assert (type(begun), connections) == (ConnectionResetError, 0)
+    tenant, connections = post(_ClosedForWriting(), retry_idle=False)
+    assert (type(tenant), connections) == (ConnectionResetError, 0)
+
+
 @pytest.mark.parametrize(
     "pieces",
     [
