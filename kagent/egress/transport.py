@@ -247,7 +247,7 @@ class EgressTransport:
             if endpoint is not None:
                 self._endpoints[key] = endpoint
             else:
-                endpoint = self._endpoints[key] = http1.Endpoint(
+                endpoint = http1.Endpoint(
                     host=target.host,
                     port=target.port,
                     tls=None,  # never used: every connection comes from `send`'s own connect
@@ -257,6 +257,8 @@ class EgressTransport:
                 )
                 if self._closed:
                     endpoint.close()  # this call's connection is closed when it ends, never kept
+                else:
+                    self._endpoints[key] = endpoint
             self._users[key] = self._users.get(key, 0) + 1
             return endpoint
 
