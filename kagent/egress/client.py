@@ -227,7 +227,7 @@ class EgressClient:
             *header_list,
             ("Accept-Encoding", "gzip, deflate"),
         ]
-        decoders: list[BoundedDecoder] = []
+        heads: list[tuple[dict[str, str], BoundedDecoder]] = []  # the answer's headers, read once, and its decoder
 
         def on_head(status: int, answer_headers: list[tuple[str, str]]) -> None:
             """Before the body is read: a redirect or a declared size over the limit is refused."""
@@ -241,13 +241,13 @@ class EgressClient:
             # number is left to kagent.http1, which refuses it as bad framing.
             if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > MAX_RESPONSE_BYTES):
                 raise EgressError("response_too_large", "the response is over 1 MiB", status=status)
-            decoders.append(BoundedDecoder(fields.get("content-encoding", ""), MAX_RESPONSE_BYTES))
+            heads.append((fields, BoundedDecoder(fields.get("content-encoding", ""), MAX_RESPONSE_BYTES)))
 
         try:
             answer = transport.send(exchange, method, target, request_headers, body, on_head)
             outcome["address"] = exchange.peer
             outcome["bytes"] = len(answer.body)
-            decoder = decoders[0]
+            fields, decoder = heads[-1]
             decoded = b"".join([*decoder.feed(answer.body), *decoder.flush()])
         except EgressError as exc:
             exc.status = exc.status or outcome["status"]
@@ -256,7 +256,7 @@ class EgressClient:
             raise
         return EgressResponse(
             status=answer.status,
-            headers=joined_headers(answer.headers),
+            headers=fields,
             body=decoded,
             resolved_address=exchange.peer,
             duration_ms=int((time.monotonic() - started) * 1000),

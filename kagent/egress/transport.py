@@ -276,18 +276,20 @@ class EgressTransport:
             # entries.
             for origin, endpoint in list(self._endpoints.items()):
                 if not endpoint.prune() and not self._users.get(origin):
-                    del self._endpoints[origin]
-                    self._users.pop(origin, None)
+                    self._forget(origin)
 
     def _forget_least_recent(self, count: int) -> None:
         for origin, endpoint in list(self._endpoints.items()):
             if count <= 0:
                 return
             if not self._users.get(origin):  # one in use is forgotten once its last exchange has left
-                del self._endpoints[origin]
-                self._users.pop(origin, None)
+                self._forget(origin)
                 endpoint.close()
                 count -= 1
+
+    def _forget(self, origin: tuple[str, int]) -> None:
+        del self._endpoints[origin]
+        self._users.pop(origin, None)
 
     def close(self) -> None:
         """Closes the kept connections; a call still under way (it took this transport before a policy change) closes
