@@ -44,7 +44,12 @@ class ProtocolFault(Exception):
 
 
 class TooLarge(Exception):
-    """The answer's body is over the caller's limit."""
+    """The answer's body is over the caller's limit. `received`: the bytes of it read before that was known (0 when
+    its declared length said so)."""
+
+    def __init__(self, received: int = 0) -> None:
+        super().__init__(received)
+        self.received = received
 
 
 @dataclass(frozen=True)
@@ -421,9 +426,9 @@ def _read_chunked(connection: Connection, max_body: int) -> bytes:
         size = int(size_field, 16)
         if size == 0:
             break
+        if size_so_far + size > max_body:
+            raise TooLarge(size_so_far)
         size_so_far += size
-        if size_so_far > max_body:
-            raise TooLarge
         chunks.append(connection.take(size))
         if connection.take(2) != b"\r\n":
             raise ProtocolFault("a chunk of the answer does not end where its size says")
@@ -442,7 +447,7 @@ def _read_to_close(connection: Connection, max_body: int) -> bytes:
     while data := connection.recv():
         body += data
         if len(body) > max_body:
-            raise TooLarge
+            raise TooLarge(len(body))
     if len(body) > max_body:
-        raise TooLarge
+        raise TooLarge(len(body))
     return bytes(body)

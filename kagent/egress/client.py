@@ -250,6 +250,7 @@ class EgressClient:
             fields, decoder = heads[-1]
             decoded = b"".join([*decoder.feed(answer.body), *decoder.flush()])
         except EgressError as exc:
+            outcome["bytes"] = outcome["bytes"] or exchange.received
             exc.status = exc.status or outcome["status"]
             exc.may_have_reached_upstream = exc.may_have_reached_upstream or exchange.sent
             exc.resolved_address = exc.resolved_address or exchange.peer

@@ -39,6 +39,7 @@ class Exchange:
     project_id: str = ""  # whose call: DNS lookups are admitted per project
     sent: bool = False  # request bytes were written on a connection
     peer: str = ""  # the address of the connection the request was written on
+    received: int = 0  # of an answer cut off for its size, the body's bytes read until then (for the egress log)
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -223,6 +224,7 @@ class EgressTransport:
         except EgressError:
             raise
         except http1.TooLarge as exc:
+            exchange.received = exc.received
             raise too_large() from exc
         except TimeoutError as exc:
             raise EgressError(

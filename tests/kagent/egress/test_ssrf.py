@@ -246,6 +246,22 @@ def test_big_content_length_is_refused_before_reading(client, egress_settings, u
     assert EgressEvent.objects.get().bytes_received == 0
 
 
+def test_a_body_cut_off_for_its_size_is_logged_with_the_bytes_read(client, egress_settings, upstream):
+    # /big-chunked: 2 MiB in 64 KiB chunks, no declared length; read until the next chunk would pass 1 MiB.
+    with pytest.raises(EgressError) as info:
+        client.request(
+            project_id=None,
+            purpose="http_tool",
+            method="GET",
+            url="https://tools.test:8443/big-chunked",
+            headers={},
+            body=None,
+            timeout_ms=3000,
+        )
+    assert info.value.code == "response_too_large"
+    assert EgressEvent.objects.get().bytes_received == egress.MAX_RESPONSE_BYTES
+
+
 @pytest.mark.parametrize(
     "address",
     [

@@ -13,6 +13,7 @@ import pytest
 from fakes.upstream import server_context
 from kagent import egress
 from kagent.egress import EgressClient, EgressError, transport
+from kagent.models import EgressEvent
 from tests.raw_server import Answer, RawServer, closes_after
 
 pytestmark = pytest.mark.django_db  # every attempt is recorded as an EgressEvent
@@ -148,6 +149,17 @@ def test_a_declared_length_of_thousands_of_digits_is_too_large(client, wire):
     assert (info.value.code, info.value.status) == ("response_too_large", 200)
     assert get(client).status == 200
     assert server.connections == 2
+
+
+def test_an_answer_read_to_the_close_is_cut_off_at_the_limit_and_logged_with_the_bytes_read(client, wire):
+    # No length declared: the body ends when the server closes. Read until it passes 1 MiB, then refused.
+    big = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + b"x" * (2 * egress.MAX_RESPONSE_BYTES)
+    wire(closes_after(big))
+    with pytest.raises(EgressError) as info:
+        get(client)
+    assert (info.value.code, info.value.status) == ("response_too_large", 200)
+    received = EgressEvent.objects.get().bytes_received
+    assert egress.MAX_RESPONSE_BYTES < received <= egress.MAX_RESPONSE_BYTES + 64 * 1024
 
 
 def test_a_redirect_is_refused_before_its_body_and_its_connection_dropped(client, wire):
