@@ -11,10 +11,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents import selectors, services
+from agents.models import KnowledgeSource
 from agents.resources import AGENT, KNOWLEDGE_SOURCE, VERSION, VERSION_DIFF
 from kagent.api import ProjectApi, paginate
 from kagent.errors import Unprocessable
 from kagent.inputs import UNSET, Input, is_set
+from kagent.models import Project
 from kagent.openapi import list_of
 from tools.validation import RESPONSE_FIELD_SCHEMA
 
@@ -277,6 +279,42 @@ KNOWLEDGE_SOURCE_WRITE = Input(
 _CREATE_ONLY = ("agent", "kind")
 
 
+def knowledge_source_create(project: Project, body: KnowledgeSourceWrite) -> KnowledgeSource:
+    """A parsed write made a new source (here and on the dashboard's knowledge page)."""
+    agent = selectors.agent_get(project=project, agent_id=body.agent) if body.agent is not None else None
+    return services.knowledge_source_create(
+        project=project,
+        agent=agent,
+        title=body.title,
+        kind=body.kind,
+        content=body.content,
+        url=body.url,
+        response=body.response,
+        refresh_minutes=body.refresh_minutes,
+        searchable=body.searchable,
+    )
+
+
+def knowledge_source_update(source: KnowledgeSource, body: KnowledgeSourceWrite) -> KnowledgeSource:
+    """A parsed partial write applied to `source`: what it sets changes, the rest stays."""
+    for name in _CREATE_ONLY:
+        if is_set(getattr(body, name)):
+            raise Unprocessable(
+                "invalid_request",
+                f"{name} is set when a source is created; create a new source instead.",
+                details=[{"path": f"$.{name}", "message": "can't be changed"}],
+            )
+    return services.knowledge_source_update(
+        source=source,
+        title=body.title,
+        content=body.content if body.content is not None else UNSET,
+        url=body.url if body.url is not None else UNSET,
+        response=body.response if body.response is not None else UNSET,
+        refresh_minutes=body.refresh_minutes if body.refresh_minutes is not None else UNSET,
+        searchable=body.searchable,
+    )
+
+
 class KnowledgeSourceListCreateApi(ProjectApi):
     @extend_schema(operation_id="knowledge_sources_list", responses=list_of(KNOWLEDGE_SOURCE.ref))
     def get(self, request: Request) -> Response:
@@ -289,19 +327,7 @@ class KnowledgeSourceListCreateApi(ProjectApi):
         responses={201: KNOWLEDGE_SOURCE.ref},
     )
     def post(self, request: Request) -> Response:
-        body = KNOWLEDGE_SOURCE_WRITE.parse(request.data)
-        agent = selectors.agent_get(project=self.project, agent_id=body.agent) if body.agent is not None else None
-        source = services.knowledge_source_create(
-            project=self.project,
-            agent=agent,
-            title=body.title,
-            kind=body.kind,
-            content=body.content,
-            url=body.url,
-            response=body.response,
-            refresh_minutes=body.refresh_minutes,
-            searchable=body.searchable,
-        )
+        source = knowledge_source_create(self.project, KNOWLEDGE_SOURCE_WRITE.parse(request.data))
         return Response(KNOWLEDGE_SOURCE.render(source), status=status.HTTP_201_CREATED)
 
 
@@ -321,23 +347,7 @@ class KnowledgeSourceDetailApi(ProjectApi):
     )
     def patch(self, request: Request, source_id: str) -> Response:
         source = selectors.knowledge_source_get(project=self.project, source_id=source_id)
-        body = KNOWLEDGE_SOURCE_WRITE.parse(request.data, partial=True)
-        for name in _CREATE_ONLY:
-            if is_set(getattr(body, name)):
-                raise Unprocessable(
-                    "invalid_request",
-                    f"{name} is set when a source is created; create a new source instead.",
-                    details=[{"path": f"$.{name}", "message": "can't be changed"}],
-                )
-        source = services.knowledge_source_update(
-            source=source,
-            title=body.title,
-            content=body.content if body.content is not None else UNSET,
-            url=body.url if body.url is not None else UNSET,
-            response=body.response if body.response is not None else UNSET,
-            refresh_minutes=body.refresh_minutes if body.refresh_minutes is not None else UNSET,
-            searchable=body.searchable,
-        )
+        source = knowledge_source_update(source, KNOWLEDGE_SOURCE_WRITE.parse(request.data, partial=True))
         return Response(KNOWLEDGE_SOURCE.render(source))
 
     @extend_schema(operation_id="knowledge_sources_delete", request=None, responses={200: {"type": "object"}})

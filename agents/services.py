@@ -130,6 +130,9 @@ def knowledge_url_check(url: str) -> str:
             "A knowledge source's URL is fetched as written: it can't hold placeholders.",
             details=[{"path": "$.url", "message": "placeholders are not allowed"}],
         )
+    if not url.startswith("https://"):
+        message = "A knowledge source's URL starts with https:// (https://host[:port]/path)."
+        raise Unprocessable("invalid_url", message, details=[{"path": "$.url", "message": message}])
     try:
         split_url(url)
         url_check(url)

@@ -59,7 +59,7 @@ def _text(post: Mapping[str, str], key: str) -> str:
     return str(post.get(key, "")).replace("\r\n", "\n")
 
 
-def _pairs(post: QueryDict, first: str, second: str) -> list[tuple[str, str]]:
+def text_pairs(post: QueryDict, first: str, second: str) -> list[tuple[str, str]]:
     a, b = post.getlist(first), post.getlist(second)
     rows = [(a[i].strip() if i < len(a) else "", b[i] if i < len(b) else "") for i in range(max(len(a), len(b)))]
     return [(x, y) for x, y in rows if x or y.strip()]
@@ -158,11 +158,11 @@ def values_from_post(post: QueryDict) -> ToolValues:
         requires_verified_user=post.get("$.requires_verified_user") == "on",
         method=_text(post, "$.config.method"),
         url=_text(post, "$.config.url").strip(),
-        headers=_pairs(post, "$.config.headers.name", "$.config.headers.value"),
+        headers=text_pairs(post, "$.config.headers.name", "$.config.headers.value"),
         body=_text(post, "$.config.body"),
         parameters=_text(post, "$.config.parameters"),
         items_path=_text(post, "$.config.response.items_path").strip(),
-        fields=_pairs(post, "$.config.response.fields.path", "$.config.response.fields.label"),
+        fields=text_pairs(post, "$.config.response.fields.path", "$.config.response.fields.label"),
         max_items=_text(post, "$.config.response.max_items").strip(),
         empty_message=_text(post, "$.config.response.empty_message"),
         timeout_ms=_text(post, "$.config.timeout_ms").strip(),
@@ -181,7 +181,7 @@ def _json(text: str, path: str, what: str, problems: Problems) -> Any:
         return None
 
 
-def _number(text: str) -> Any:
+def number_or_text(text: str) -> Any:
     # Digits become a number; anything else goes to the definition's own check as typed.
     return int(text) if text.isdigit() else text
 
@@ -203,12 +203,12 @@ def definition_from_values(values: ToolValues) -> tuple[dict[str, Any], Problems
     if values.items_path:
         response["items_path"] = values.items_path
     if values.max_items:
-        response["max_items"] = _number(values.max_items)
+        response["max_items"] = number_or_text(values.max_items)
     if values.empty_message.strip():
         response["empty_message"] = values.empty_message
     config["response"] = response
     if values.timeout_ms:
-        config["timeout_ms"] = _number(values.timeout_ms)
+        config["timeout_ms"] = number_or_text(values.timeout_ms)
     definition = {
         "name": values.name,
         "description": values.description,

@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
 
 from dashboard import views
-from dashboard.pages import agents, desk, panel, runs, settings, tools, webhooks, widget
+from dashboard.pages import agents, desk, knowledge, panel, runs, settings, tools, webhooks, widget
 
 app_name = "dashboard"
 
@@ -31,6 +31,10 @@ urlpatterns = [
     path(f"{AGENT}/panel/runs/<str:run_id>/", panel.panel_turn, name="panel-turn"),
     path(f"{AGENT}/panel/runs/<str:run_id>/outputs/", panel.panel_outputs, name="panel-outputs"),
     # HTTP tools. The editor's htmx endpoints take the form as it stands (a definition not yet saved).
+    path("knowledge/", knowledge.knowledge_list, name="knowledge"),
+    path("knowledge/<str:source_id>/", knowledge.knowledge_source, name="knowledge-source"),
+    path("knowledge/<str:source_id>/refresh/", knowledge.knowledge_refresh, name="knowledge-refresh"),
+    path("knowledge/<str:source_id>/delete/", knowledge.knowledge_delete, name="knowledge-delete"),
     path("tools/", tools.tool_list, name="tools"),
     path("tools/new/", tools.tool_new, name="tool-new"),
     path("tools/preview/", tools.tool_preview, name="tool-preview"),

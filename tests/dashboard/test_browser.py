@@ -324,7 +324,7 @@ def test_a_business_configures_tests_publishes_and_watches_an_agent(
 
 def test_every_main_page_fits_a_phone(alice, live_server, phone_page, fake_llm, settings):
     """At 390x844 no page scrolls sideways; wide tables scroll inside their own box."""
-    from agents.services import agent_create, agent_publish
+    from agents.services import agent_create, agent_publish, knowledge_source_create
     from runs import engine
     from runs.services import run_create
     from tools.services import http_tool_create
@@ -356,6 +356,7 @@ def test_every_main_page_fits_a_phone(alice, live_server, phone_page, fake_llm, 
     run = run_create(project=alice.project, api_key=None, agent_id=agent.pk, text="My parcel is very late " * 8)
     engine.run_execute(run.pk)
     endpoint = _failing_webhook(alice)
+    source = knowledge_source_create(project=alice.project, title="Returns and refunds", content=POLICY)
 
     page = phone_page
     sign_in(page, alice)
@@ -377,6 +378,8 @@ def test_every_main_page_fits_a_phone(alice, live_server, phone_page, fake_llm, 
         "members": "/settings/members/",
         "webhooks": "/settings/webhooks/",
         "webhook": f"/settings/webhooks/{endpoint.pk}/",
+        "knowledge": "/knowledge/",
+        "knowledge-source": f"/knowledge/{source.pk}/",
     }
     for name, path in pages.items():
         page.goto(path)
@@ -384,6 +387,43 @@ def test_every_main_page_fits_a_phone(alice, live_server, phone_page, fake_llm, 
         no_sideways_scroll(page)
         every_control_named(page)
         screenshot(page, f"phone-{name}")
+    assert page.js_errors == []
+
+
+POLICY = "# Returns\n\nItems can be returned within 30 days, with the receipt.\n\n# Shipping\n\nWe ship in 2 days."
+
+
+def test_a_business_adds_knowledge_and_sees_how_it_was_split(alice, live_server, page):
+    sign_in(page, alice)
+    nav(page, "Knowledge")
+    expect(page.locator("h1")).to_have_text("Knowledge")
+    page.get_by_label("Title").fill("Returns and shipping")
+    page.get_by_label("Content").fill(POLICY)
+    page.get_by_role("button", name="Add source").click()
+    page.wait_for_url(re.compile(r"/knowledge/ks_\w+/$"))
+    expect(page.get_by_role("status")).to_contain_text("Added: 2 passages.")
+    expect(page.locator("#passages li")).to_have_count(2)
+    expect(page.locator("#passages li").first).to_contain_text("within 30 days")
+    every_control_named(page)
+    screenshot(page, "desktop-knowledge-source")
+
+    nav(page, "Knowledge")
+    expect(page.locator("#sources")).to_contain_text("Returns and shipping")
+    expect(page.get_by_label("URL", exact=True)).to_be_hidden()  # a text source's fields only, until API is chosen
+    page.get_by_label("API: JSON fetched from your URL on a schedule").check()
+    expect(page.get_by_label("Content")).to_be_hidden()
+    page.get_by_label("Title").fill("FAQ")
+    page.get_by_label("URL", exact=True).fill("http://api.example.com/faq")
+    page.get_by_label("Path", exact=True).fill("question")
+    page.get_by_role("button", name="Add field").click()
+    expect(page.get_by_label("Path", exact=True)).to_have_count(2)
+    page.get_by_label("Label", exact=True).first.fill("Question")
+    page.get_by_role("button", name="Add source").click()
+    expect(page.locator("#f-url-error")).to_contain_text("starts with https://")
+    expect(page.get_by_label("URL", exact=True)).to_have_value("http://api.example.com/faq")  # as typed
+    expect(page.get_by_label("Path", exact=True).first).to_have_value("question")
+    no_sideways_scroll(page)
+    screenshot(page, "desktop-knowledge")
     assert page.js_errors == []
 
 

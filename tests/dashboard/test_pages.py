@@ -13,8 +13,8 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
-from agents.models import Agent
-from agents.services import agent_create, agent_publish
+from agents.models import Agent, KnowledgeSource
+from agents.services import agent_create, agent_publish, knowledge_source_create
 from dashboard import urls as dashboard_urls
 from fakes.llm import calls, text
 from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
@@ -831,7 +831,9 @@ def alices_things(alice: Tenant, fake_llm: Any) -> dict[str, str]:
     delivery = WebhookDelivery.objects.create(
         project=alice.project, endpoint=endpoint, event=event, status="failed", completed_at=timezone.now()
     )
+    source = knowledge_source_create(project=alice.project, title="Alice's returns", content="# Returns\n\n30 days.")
     return {
+        "source_id": source.pk,
         "endpoint_id": endpoint.pk,
         "delivery_id": delivery.pk,
         "agent_id": agent.pk,
@@ -912,6 +914,9 @@ def test_another_organizations_objects_are_a_404_on_every_page_and_htmx_endpoint
         "webhook-enabled",
         "webhook-delete",
         "webhook-redeliver",
+        "knowledge-source",
+        "knowledge-refresh",
+        "knowledge-delete",
     }
     endpoint = WebhookEndpoint.objects.get(pk=alices_things["endpoint_id"])
     assert endpoint.enabled and endpoint.previous_secret_ciphertext is None
@@ -920,6 +925,7 @@ def test_another_organizations_objects_are_a_404_on_every_page_and_htmx_endpoint
     assert Agent.objects.get(pk=alices_things["agent_id"]).deleted_at is None
     assert list(Ticket.objects.values_list("status", flat=True)) == before["tickets"]
     assert Secret.objects.filter(project=alice.project).count() == before["secrets"]
+    assert KnowledgeSource.objects.get(pk=alices_things["source_id"]).content == "# Returns\n\n30 days."
     assert Run.objects.get(pk=alices_things["run_id"]).status == "requires_action"
     # Lists show none of alice's things.
     for path in (
@@ -931,6 +937,7 @@ def test_another_organizations_objects_are_a_404_on_every_page_and_htmx_endpoint
         "/settings/secrets/",
         "/settings/members/",
         "/settings/webhooks/",
+        "/knowledge/",
     ):
         body = client.get(path).content.decode()
         assert "Alice" not in body and "alice@example.com" not in body and "<code>ORDERS_TOKEN</code>" not in body, path

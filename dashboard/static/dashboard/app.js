@@ -72,6 +72,21 @@
     if (turns.length) turns[turns.length - 1].scrollIntoView({ block: "nearest" });
   });
 
+  // A choice that shows only its own fields (a new knowledge source's kind): each [data-shown-when="name=value"]
+  // is hidden while another value of that radio group is checked. Without this file every field shows and the
+  // server uses the chosen kind's.
+  function showChosen() {
+    each(document, "[data-shown-when]", function (element) {
+      var parts = element.getAttribute("data-shown-when").split("=");
+      var checked = document.querySelector('input[type="radio"][name="' + parts[0] + '"]:checked');
+      element.hidden = Boolean(checked) && checked.value !== parts[1];
+    });
+  }
+  document.addEventListener("change", function (event) {
+    if (event.target.type === "radio") showChosen();
+  });
+  showChosen();
+
   // Forms that ask first (deleting, rotating).
   document.addEventListener("submit", function (event) {
     var message = event.target.getAttribute && event.target.getAttribute("data-confirm");

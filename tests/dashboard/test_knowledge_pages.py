@@ -1,0 +1,147 @@
+"""The knowledge page (`/knowledge/`) through Django's test client: text sources split and searched as soon as they
+are saved, API sources checked as the API checks them and fetched from the business's HTTPS API (the real TLS fake on
+loopback), what each refusal says next to its field, and nothing half-made."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agents.models import KnowledgeSource
+from agents.services import agent_create
+from kagent.models import SigningSecret
+from kagent.secrets import signing_secrets_valid
+from tests.agents.test_knowledge_api import FAQ, fetch, found, sent  # noqa: F401  (sent: a fixture)
+from tests.dashboard.test_pages import errors_on, member_of, signed_in
+
+pytestmark = pytest.mark.django_db
+
+POLICY = "# Returns\n\nItems can be returned within 30 days, with the receipt.\n\n# Shipping\n\nWe ship in 2 days."
+
+
+def text_form(**changes: Any) -> dict[str, Any]:
+    return {"$.title": "Policies", "$.kind": "text", "$.content": POLICY, "$.searchable": "on", **changes}
+
+
+def api_form(**changes: Any) -> dict[str, Any]:
+    return {
+        "$.title": "FAQ",
+        "$.kind": "api",
+        "$.url": "https://tools.test:8443/respond/faq",
+        "$.response.items_path": "data.faqs",
+        "$.response.fields.path": ["question", "answer", ""],
+        "$.response.fields.label": ["Question", "Answer", ""],
+        "$.searchable": "on",
+        **changes,
+    }
+
+
+def test_a_text_source_is_split_searched_edited_and_deleted_on_the_page(alice):
+    client = signed_in(alice)
+    assert "No knowledge sources yet" in client.get("/knowledge/").content.decode()
+
+    added = client.post("/knowledge/", text_form())
+    source = KnowledgeSource.objects.get()
+    assert added.status_code == 302 and added["Location"] == f"/knowledge/{source.pk}/"
+    page = client.get(added["Location"]).content.decode()
+    assert "Added: 2 passages." in page
+    assert page.index("Returns") < page.index("within 30 days") < page.index("Shipping")  # the passages, in order
+    listing = client.get("/knowledge/").content.decode()
+    assert "Policies" in listing and "every agent" in listing
+    assert found(alice.project, "return an item") == ["Items can be returned within 30 days, with the receipt."]
+
+    edited = client.post(
+        f"/knowledge/{source.pk}/",
+        {"$.title": "Policies", "$.content": "# Returns\n\nReturns are accepted within 14 days."},  # not searchable
+    )
+    assert edited.status_code == 302
+    source.refresh_from_db()
+    assert (source.passage_count, source.searchable) == (1, False)
+    assert found(alice.project, "return an item") == []  # not searchable: no agent finds it
+
+    client.post(f"/knowledge/{source.pk}/", {"$.title": "Policies", "$.content": source.content, "$.searchable": "on"})
+    assert found(alice.project, "return an item") == ["Returns are accepted within 14 days."]
+
+    assert client.post(f"/knowledge/{source.pk}/refresh/").status_code == 302  # a text source is not fetched
+    assert "Only api sources are fetched" in client.get(f"/knowledge/{source.pk}/").content.decode()
+
+    client.post(f"/knowledge/{source.pk}/delete/")
+    assert KnowledgeSource.objects.count() == 0 and found(alice.project, "return an item") == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "message"),
+    [
+        ({"$.title": "  "}, "f-title", "title is a non-empty string"),
+        ({"$.content": ""}, "f-content", "content is a non-empty string"),
+        ({"$.kind": "pdf"}, "f-kind", "kind is text or api"),
+        ({"$.agent": "agt_of_nobody"}, "", "No agent"),
+    ],
+)
+def test_a_text_source_the_api_refuses_is_refused_next_to_its_field(alice, changes, field, message):
+    refused = signed_in(alice).post("/knowledge/", text_form(**changes))
+    assert refused.status_code == 422
+    body = refused.content.decode()
+    if field:
+        assert message in errors_on(body)[field]
+    else:
+        assert message in body
+    assert KnowledgeSource.objects.count() == 0
+    typed = text_form(**changes)  # what was typed stays
+    assert f'value="{typed["$.title"]}"' in body and ("within 30 days" in body) == bool(typed["$.content"])
+
+
+def test_a_source_for_one_agent_is_found_by_that_agent_only(alice):
+    shop = agent_create(project=alice.project, name="Shop agent")
+    other = agent_create(project=alice.project, name="Other agent")
+    signed_in(alice).post("/knowledge/", text_form(**{"$.agent": shop.pk}))
+    from agents.selectors import knowledge_search
+
+    def hits(agent):
+        return knowledge_search(project_id=alice.project.pk, agent_id=agent.pk, query="return an item")
+
+    assert len(hits(shop)) == 1 and hits(other) == []
+    assert "Shop agent" in signed_in(alice).get("/knowledge/").content.decode()
+
+
+def test_an_api_source_is_checked_like_the_api_then_fetched_and_shown(
+    alice,
+    upstream,
+    egress_settings,
+    sent,
+    django_capture_on_commit_callbacks,  # noqa: F811
+):
+    client = member_of(alice, "member", "writer@example.com")  # like agents and tools: any member
+    refused = client.post("/knowledge/", api_form(**{"$.url": "http://tools.test:8443/respond/faq"}))
+    assert refused.status_code == 422 and "f-url" in errors_on(refused.content.decode())
+    assert 'value="http://tools.test:8443/respond/faq"' in refused.content.decode()
+    refused = client.post("/knowledge/", api_form(**{"$.response.fields.path": [""], "$.response.fields.label": [""]}))
+    assert refused.status_code == 422 and "f-response-fields" in errors_on(refused.content.decode())
+    refused = client.post("/knowledge/", api_form(**{"$.refresh_minutes": "5"}))
+    assert "from 15 to 10080" in errors_on(refused.content.decode())["f-refresh_minutes"]
+    assert KnowledgeSource.objects.count() == 0 and sent == []
+
+    upstream.secrets = signing_secrets_valid(project=alice.project, purpose=SigningSecret.Purpose.TOOL_SIGNING)
+    upstream.respond("faq", json_body=FAQ)
+    with django_capture_on_commit_callbacks(execute=True):
+        added = client.post("/knowledge/", api_form())
+    source = KnowledgeSource.objects.get()
+    assert sent == [("agents.knowledge_fetch", (source.pk,))]
+    page = client.get(added["Location"]).content.decode()
+    assert "It is being fetched now" in page and "fetching" in page
+
+    fetch(source.pk)
+    page = client.get(f"/knowledge/{source.pk}/").content.decode()
+    assert "fetched" in page and "HTTP 200" in page and "Do you deliver to Oman?" in page
+    assert found(alice.project, "shipping to oman") == [
+        "Question: Do you deliver to Oman?\nAnswer: Yes, in 5 to 8 working days."
+    ]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(f"/knowledge/{source.pk}/refresh/")
+    assert sent[-1] == ("agents.knowledge_fetch", (source.pk,))
+    upstream.respond("faq", status=503, json_body={"error": "down"})
+    fetch(source.pk)
+    page = client.get(f"/knowledge/{source.pk}/").content.decode()
+    assert "fetch failed" in page and "Agents still find the passages of the last good fetch." in page
