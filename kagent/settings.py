@@ -226,6 +226,8 @@ KAGENT_API_RATE_SECRET = int(os.environ.get("KAGENT_API_RATE_SECRET", "1200"))
 KAGENT_API_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_API_RATE_PUBLISHABLE", "300"))
 KAGENT_RUN_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_RUN_RATE_PUBLISHABLE", "60"))
 KAGENT_SIGNIN_FAILURES = int(os.environ.get("KAGENT_SIGNIN_FAILURES", "10"))
+# What one member may do a minute in a project's dashboard that reaches outside or spends on the model.
+KAGENT_DASHBOARD_ACTIONS = int(os.environ.get("KAGENT_DASHBOARD_ACTIONS", "60"))
 # Run event streams (`GET /v1/runs/{id}/events`) an API key may hold open at once, and `POST /v1/runs` waits.
 KAGENT_STREAMS_PER_KEY = int(os.environ.get("KAGENT_STREAMS_PER_KEY", "20"))
 KAGENT_WAITS_PER_KEY = int(os.environ.get("KAGENT_WAITS_PER_KEY", "10"))

@@ -92,6 +92,20 @@ def run_start(key: ApiKey) -> None:
         raise RateLimited(f"This key started more than {limit} runs this minute; try again in {wait} s.", wait)
 
 
+def dashboard_action(project_id: str, user_id: int) -> None:
+    """What one member may do a minute in a project's dashboard that reaches outside or spends on the model: test
+    panel messages, tool test calls, knowledge fetches, webhook redeliveries (the API's are held by its keys' limits;
+    these go through no key)."""
+    limit = settings.KAGENT_DASHBOARD_ACTIONS
+    wait = count(f"dashboard:{project_id}:{user_id}", limit=limit, window_s=MINUTE)
+    if wait is not None:
+        raise RateLimited(
+            f"You sent more than {limit} test messages, test calls, fetches and redeliveries this minute; "
+            f"try again in {wait} s.",
+            wait,
+        )
+
+
 SIGNIN_WINDOW = 15 * MINUTE
 
 

@@ -19,6 +19,7 @@ from agents.models import KnowledgeSource
 from dashboard.access import MemberRequest, member_page
 from dashboard.problems import Problems, problems_from
 from dashboard.tool_form import number_or_text, text_pairs
+from kagent import throttle
 from kagent.errors import ApiError
 
 FIELDS = (
@@ -164,6 +165,7 @@ def knowledge_source(request: MemberRequest, source_id: str) -> HttpResponse:
 def knowledge_refresh(request: MemberRequest, source_id: str) -> HttpResponse:
     source = selectors.knowledge_source_get(project=request.project, source_id=source_id)
     try:
+        throttle.dashboard_action(request.project.pk, request.user.pk)
         services.knowledge_source_refresh(source=source)
     except ApiError as exc:
         messages.error(request, exc.message)

@@ -22,6 +22,7 @@ from agents.models import Agent
 from agents.selectors import agent_get
 from dashboard.access import MemberRequest, member_page
 from dashboard.problems import Problems, problems_from
+from kagent import throttle
 from kagent.errors import ApiError, NotFound
 from runs import events as run_events
 from runs import selectors, services
@@ -152,6 +153,7 @@ def panel_send(request: MemberRequest, agent_id: str) -> HttpResponse:
                 **({"end_user": {"external_id": customer}} if customer else {}),
             }
         )
+        throttle.dashboard_action(request.project.pk, request.user.pk)
         if session is None or session.agent_id != agent.pk:
             claim = EndUserClaim(external_id=customer) if customer else None
             session = services.panel_session_create(project=request.project, agent_id=agent.pk, end_user=claim)

@@ -16,6 +16,7 @@ from agents.selectors import agent_list, agents_granting_tool
 from dashboard import tool_form
 from dashboard.access import MemberRequest, member_page
 from dashboard.problems import Problems, problems_from
+from kagent import throttle
 from kagent.errors import ApiError
 from kagent.merge_patch import merge_patch_between
 from tools import selectors, services
@@ -137,6 +138,8 @@ def _trial(request: MemberRequest, values: tool_form.ToolValues, action: str) ->
     try:
         sample = TOOL_SAMPLE.parse(sample_body).sample()
         checked = services.http_tool_check(project=request.project, definition=definition)
+        if action == "test":
+            throttle.dashboard_action(request.project.pk, request.user.pk)
     except ApiError as exc:
         known = [*tool_form.FIELD_PATHS, "$.sample.customer", "$.sample.variables", "$.sample.traits"]
         return {"preview_problems": problems_from(exc, known, translate=lambda p: SAMPLE_PATHS.get(p, p))}

@@ -16,6 +16,7 @@ from dashboard.problems import Problems, problems_from
 from hooks import selectors, services
 from hooks.apis import ENDPOINT_WRITE
 from hooks.models import EVENT_TYPES, WebhookEndpoint
+from kagent import throttle
 from kagent.errors import ApiError
 
 FIELDS = ("$.url", "$.event_types", "$.description")
@@ -111,6 +112,7 @@ def webhook_redeliver(request: MemberRequest, endpoint_id: str, delivery_id: str
     endpoint = selectors.endpoint_get(project=request.project, endpoint_id=endpoint_id)
     delivery = selectors.delivery_get(endpoint=endpoint, delivery_id=delivery_id)
     try:
+        throttle.dashboard_action(request.project.pk, request.user.pk)
         services.delivery_redeliver(delivery=delivery)
     except ApiError as exc:
         messages.error(request, exc.message)

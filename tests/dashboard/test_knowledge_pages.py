@@ -109,8 +109,8 @@ def test_an_api_source_is_checked_like_the_api_then_fetched_and_shown(
     alice,
     upstream,
     egress_settings,
-    sent,
-    django_capture_on_commit_callbacks,  # noqa: F811
+    sent,  # noqa: F811  (the fixture imported above)
+    django_capture_on_commit_callbacks,
 ):
     client = member_of(alice, "member", "writer@example.com")  # like agents and tools: any member
     refused = client.post("/knowledge/", api_form(**{"$.url": "http://tools.test:8443/respond/faq"}))

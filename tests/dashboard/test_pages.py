@@ -792,6 +792,38 @@ def test_webhook_endpoints_add_rotate_log_redeliver_disable_and_delete(alice):
     assert WebhookEndpoint.objects.count() == 0 and WebhookDelivery.objects.count() == 0
 
 
+def test_what_a_member_sends_out_or_spends_on_the_model_is_limited_a_minute(alice, settings):
+    """Test panel messages, tool test calls, knowledge fetches and webhook redeliveries go through no API key: each
+    member of a project has KAGENT_DASHBOARD_ACTIONS of them a minute, refused after that with when to try again."""
+    settings.KAGENT_DASHBOARD_ACTIONS = 2
+    secret_put(project=alice.project, name="ORDERS_TOKEN", value=TOKEN, allowed_hosts=["api.example.com"])
+    agent = agent_create(project=alice.project, name="Front desk")
+    source = knowledge_source_create(
+        project=alice.project,
+        title="FAQ",
+        kind="api",
+        url="https://kb.example.com/faq",
+        response={"fields": [{"path": "q", "label": "Q"}]},
+    )
+    KnowledgeSource.objects.filter(pk=source.pk).update(fetch_queued_at=None)
+    limited = "test messages, test calls, fetches and redeliveries this minute; try again in"
+    client = signed_in(alice)
+    for message in ("one", "two"):
+        client.post(f"/agents/{agent.pk}/panel/send/", {"message": message}, HTTP_HX_REQUEST="true")
+    assert Run.objects.filter(agent=agent).count() == 2
+    refused = client.post(f"/agents/{agent.pk}/panel/send/", {"message": "three"}, HTTP_HX_REQUEST="true")
+    assert limited in refused.content.decode() and Run.objects.filter(agent=agent).count() == 2
+    test_call = client.post("/tools/test-call/", tool_form(**{"$.sample.arguments.order_number": "8812"}))
+    assert limited in test_call.content.decode() and not EgressEvent.objects.exists()  # nothing was sent
+    client.post(f"/knowledge/{source.pk}/refresh/")
+    assert limited in client.get(f"/knowledge/{source.pk}/").content.decode()
+    assert KnowledgeSource.objects.get(pk=source.pk).fetch_queued_at is None  # no fetch queued
+
+    other = member_of(alice, "member", "other@example.com")  # another member counts their own
+    other.post(f"/agents/{agent.pk}/panel/send/", {"message": "four"}, HTTP_HX_REQUEST="true")
+    assert Run.objects.filter(agent=agent).count() == 3
+
+
 def _patterns(resolver: Any, prefix: str = "") -> list[tuple[str, URLPattern]]:
     out = []
     for entry in resolver.url_patterns:
