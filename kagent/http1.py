@@ -65,6 +65,8 @@ class Connection:
     buffer: bytearray = field(default_factory=bytearray)
     deadline: float = 0.0
     received: bool = False  # a byte of the current exchange's answer came back
+    read: int = 0  # the bytes of the current exchange's answer read so far, as sent
+    body_from: int | None = None  # `read` where the answer's body began, once its head was read
     address: str = ""  # the address connected to, for whoever made the connection (the egress guard)
     idle_since: float = 0.0
 
@@ -75,9 +77,15 @@ class Connection:
         self.sock.settimeout(left)
         data = self.sock.recv(_READ)
         self.received = self.received or bool(data)
+        self.read += len(data)
         if time.monotonic() > self.deadline:
             raise TimeoutError  # a server trickling bytes never trips a read's own timeout
         return data
+
+    @property
+    def body_read(self) -> int:
+        """The bytes of the current answer's body read so far, as sent (0 before its head ended)."""
+        return 0 if self.body_from is None else self.read - self.body_from
 
     def fill(self) -> None:
         data = self.recv()
@@ -223,7 +231,7 @@ class Endpoint:
             connection.sock.close()
             raise
         if reusable and not connection.buffer:
-            connection.received = False
+            connection.received, connection.read, connection.body_from = False, 0, None
             self._keep(connection)
         else:
             connection.sock.close()
@@ -332,6 +340,7 @@ def _read_answer(connection: Connection, max_body: int, on_head: Head | None = N
         if status == 101:
             raise ProtocolFault("the server switched protocols")
         # 100 Continue, 103 Early Hints: informational, the answer follows.
+    connection.body_from = connection.read - len(connection.buffer)
     if on_head is not None:
         on_head(status, headers)
     fields: dict[str, list[str]] = {}

@@ -39,10 +39,15 @@ class Exchange:
     project_id: str = ""  # whose call: DNS lookups are admitted per project
     sent: bool = False  # request bytes were written on a connection
     peer: str = ""  # the address of the connection the request was written on
-    received: int = 0  # of an answer cut off for its size, the body's bytes read until then (for the egress log)
+    received: int = 0  # of an answer cut off (its size, the deadline, a broken exchange), the body's bytes read
+    connection: http1.Connection | None = None  # the one the request was written on
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
+
+    def cut_off(self) -> None:
+        """The answer ended early (the deadline, a broken exchange): how much of its body came, for the egress log."""
+        self.received = self.connection.body_read if self.connection is not None else 0
 
 
 class _GuardedBackend:
@@ -208,6 +213,7 @@ class EgressTransport:
                 )
             exchange.peer = connection.address
             exchange.sent = True
+            exchange.connection = connection
 
         try:
             return endpoint.send(
@@ -227,6 +233,7 @@ class EgressTransport:
             exchange.received = exc.received
             raise too_large() from exc
         except TimeoutError as exc:
+            exchange.cut_off()
             raise EgressError(
                 "timeout",
                 "the call did not finish in time",
@@ -234,6 +241,7 @@ class EgressTransport:
                 may_have_reached_upstream=exchange.sent,
             ) from exc
         except (http1.ProtocolFault, OSError) as exc:
+            exchange.cut_off()
             raise EgressError(
                 "bad_response",
                 "the upstream broke the exchange",

@@ -162,6 +162,14 @@ def test_an_answer_read_to_the_close_is_cut_off_at_the_limit_and_logged_with_the
     assert egress.MAX_RESPONSE_BYTES < received <= egress.MAX_RESPONSE_BYTES + 64 * 1024
 
 
+def test_an_answer_broken_off_in_its_body_is_logged_with_the_bytes_read(client, wire):
+    wire(closes_after(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + b"x" * 10))
+    with pytest.raises(EgressError) as info:
+        get(client)
+    assert info.value.code == "bad_response" and info.value.may_have_reached_upstream
+    assert EgressEvent.objects.get().bytes_received == 10
+
+
 def test_a_redirect_is_refused_before_its_body_and_its_connection_dropped(client, wire):
     # The body is never read: a 302 announcing 2 MiB is refused as a redirect, not as too large.
     server = wire(b"HTTP/1.1 302 Found\r\nLocation: https://internal.test/\r\nContent-Length: 2097152\r\n\r\n", OK)
