@@ -24,7 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -465,3 +465,34 @@ def hooks_sweep(
     for delivery_id in due:
         deliver(delivery_id)
     return {"dispatched": len(events), "queued": len(due)}
+
+
+def webhook_events_expire(*, before: datetime, batch: int = 500, limit: int = 10_000) -> int:
+    """Deletes the events created before `before` that are done (dispatched, no delivery pending), with their
+    deliveries and attempt logs: at most `limit` a call, `batch` per transaction, each project's oldest first (its
+    (project, created_at) index). A delivery made pending again meanwhile (a redelivery) keeps its event: the
+    deliveries are locked before the check that none is pending."""
+    pending = WebhookDelivery.objects.filter(event=OuterRef("pk"), status=WebhookDelivery.Status.PENDING)
+    deleted = 0
+    for project_id in Project.objects.order_by("pk").values_list("pk", flat=True).iterator():
+        while deleted < limit:
+            done = (
+                WebhookEvent.objects.filter(project_id=project_id, created_at__lt=before, dispatched_at__isnull=False)
+                .exclude(Exists(pending))
+                .order_by("created_at")
+            )
+            candidates = list(done.values_list("pk", flat=True)[: min(batch, limit - deleted)])
+            if not candidates:
+                break
+            with transaction.atomic():
+                list(WebhookDelivery.objects.select_for_update().filter(event_id__in=candidates).values_list("pk"))
+                ids = list(done.filter(pk__in=candidates).values_list("pk", flat=True))
+                WebhookAttempt.objects.filter(delivery__event_id__in=ids).delete()
+                WebhookDelivery.objects.filter(event_id__in=ids).delete()
+                WebhookEvent.objects.filter(pk__in=ids).delete()
+            deleted += len(ids)
+            if len(candidates) < batch:
+                break
+        if deleted >= limit:
+            break
+    return deleted

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from celery import shared_task
+from django.conf import settings
+from django.utils import timezone
 
 from hooks import services
 
@@ -34,3 +38,14 @@ def deliver(delivery_id: str) -> None:
 @shared_task(name="hooks.sweep", max_retries=0, time_limit=120, ignore_result=True)
 def sweep() -> dict[str, int]:
     return services.hooks_sweep()
+
+
+@shared_task(name="hooks.expire", max_retries=0, time_limit=300, ignore_result=True)
+def expire() -> int:
+    """Beat's pass: events done with and older than KAGENT_WEBHOOK_RETENTION_DAYS (0 keeps them), with their
+    delivery logs, a bounded number."""
+    if settings.KAGENT_WEBHOOK_RETENTION_DAYS <= 0:
+        return 0
+    return services.webhook_events_expire(
+        before=timezone.now() - timedelta(days=settings.KAGENT_WEBHOOK_RETENTION_DAYS)
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -12,7 +13,7 @@ from django.utils import timezone
 
 from kagent.cors import allowed_origins_parse, forget_listed
 from kagent.errors import ApiError, NotFound
-from kagent.models import ApiKey, Membership, Organization, Project, User
+from kagent.models import ApiKey, EgressEvent, Membership, Organization, Project, User
 
 
 def api_key_create(*, project: Project, kind: str, name: str = "") -> tuple[ApiKey, str]:
@@ -183,3 +184,22 @@ def project_limits_update(
     for name, value in values.items():
         setattr(project, name, value)
     return project
+
+
+def egress_events_expire(*, before: datetime, batch: int = 1000, limit: int = 20_000) -> int:
+    """Deletes egress log rows created before `before`: at most `limit` a call and `batch` a statement, each project's
+    oldest first (its (project, created_at) index; the operator's own calls, of no project, too)."""
+    deleted = 0
+    for project_id in [None, *Project.objects.order_by("pk").values_list("pk", flat=True).iterator()]:
+        rows = EgressEvent.objects.filter(created_at__lt=before)
+        rows = rows.filter(project__isnull=True) if project_id is None else rows.filter(project_id=project_id)
+        while deleted < limit:
+            ids = list(rows.order_by("created_at").values_list("pk", flat=True)[: min(batch, limit - deleted)])
+            if ids:
+                EgressEvent.objects.filter(pk__in=ids).delete()
+                deleted += len(ids)
+            if len(ids) < batch:
+                break
+        if deleted >= limit:
+            break
+    return deleted

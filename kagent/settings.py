@@ -310,6 +310,9 @@ LOGGING = {
 # A worker holds a run for this long after its last step; a run whose lease expired is picked up again.
 KAGENT_RUN_LEASE_SECONDS = int(os.environ.get("KAGENT_RUN_LEASE_SECONDS", "120"))
 KAGENT_SWEEP_SECONDS = float(os.environ.get("KAGENT_SWEEP_SECONDS", "10"))
+# Days kept of webhook events with their delivery logs, and of the egress log; 0 keeps them for good.
+KAGENT_WEBHOOK_RETENTION_DAYS = int(os.environ.get("KAGENT_WEBHOOK_RETENTION_DAYS", "30"))
+KAGENT_EGRESS_RETENTION_DAYS = int(os.environ.get("KAGENT_EGRESS_RETENTION_DAYS", "90"))
 # A run still queued this long after it was sent is sent again (its message was lost with the broker); a second
 # message is harmless, the claim lets one worker through.
 KAGENT_RUN_RESEND_SECONDS = int(os.environ.get("KAGENT_RUN_RESEND_SECONDS", "300"))
@@ -343,4 +346,7 @@ CELERY_BEAT_SCHEDULE = {
     "hooks-sweep": {"task": "hooks.sweep", "schedule": KAGENT_SWEEP_SECONDS},
     # API knowledge sources whose refresh_minutes have passed are fetched again.
     "knowledge-refresh": {"task": "agents.knowledge_refresh_due", "schedule": 60.0},
+    # Webhook events done with, and egress log rows, older than their retention are deleted, a bounded number a pass.
+    "hooks-expire": {"task": "hooks.expire", "schedule": 600.0},
+    "egress-expire": {"task": "kagent.egress_expire", "schedule": 600.0},
 }
