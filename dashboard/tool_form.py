@@ -181,9 +181,13 @@ def _json(text: str, path: str, what: str, problems: Problems) -> Any:
         return None
 
 
+MAX_NUMBER_DIGITS = 18  # more is past every field's maximum (and past a bigint); int() refuses over 4300
+
+
 def number_or_text(text: str) -> Any:
-    # Digits become a number; anything else goes to the definition's own check as typed.
-    return int(text) if text.isdigit() else text
+    # Decimal digits (any script's, which int() reads; not ² and the like, which isdigit() takes) become a number;
+    # anything else goes to the definition's own check as typed.
+    return int(text) if text.isdecimal() and len(text) <= MAX_NUMBER_DIGITS else text
 
 
 def definition_from_values(values: ToolValues) -> tuple[dict[str, Any], Problems]:

@@ -92,6 +92,25 @@ def test_a_text_source_the_api_refuses_is_refused_next_to_its_field(alice, chang
     assert f'value="{typed["$.title"]}"' in body and ("within 30 days" in body) == bool(typed["$.content"])
 
 
+@pytest.mark.parametrize(
+    ("changes", "field", "message"),
+    [
+        ({"$.refresh_minutes": "²"}, "f-refresh_minutes", "from 15 to 10080"),  # a digit int() doesn't read
+        ({"$.refresh_minutes": "9" * 5000}, "f-refresh_minutes", "from 15 to 10080"),  # past int()'s 4300 digits
+        ({"$.refresh_minutes": "٣٠"}, "", ""),  # Arabic-Indic digits are a number: 30
+        ({"$.response.max_items": "¹"}, "f-response-max_items", "response is {items_path"),
+    ],
+)
+def test_a_number_that_isnt_one_is_refused_next_to_its_field(alice, changes, field, message):
+    response = signed_in(alice).post("/knowledge/", api_form(**changes))
+    if not field:
+        assert response.status_code == 302 and KnowledgeSource.objects.get().refresh_minutes == 30
+        return
+    assert response.status_code == 422
+    assert message in errors_on(response.content.decode())[field]
+    assert KnowledgeSource.objects.count() == 0
+
+
 def test_a_source_for_one_agent_is_found_by_that_agent_only(alice):
     shop = agent_create(project=alice.project, name="Shop agent")
     other = agent_create(project=alice.project, name="Other agent")

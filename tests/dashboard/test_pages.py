@@ -388,6 +388,7 @@ def test_create_and_edit_a_tool(alice):
         ({"$.name": "transfer_to_human"}, "$.name", "is the name of a built-in tool"),
         ({"$.config.url": "http://api.example.com/x"}, "$.config.url", "https"),
         ({"$.config.timeout_ms": "99999"}, "$.config.timeout_ms", "timeout_ms is at most 15000."),
+        ({"$.config.timeout_ms": "²"}, "$.config.timeout_ms", "timeout_ms"),  # isdigit(), but not for int()
         ({"$.config.parameters": "{nope"}, "$.config.parameters", "Parameters is not valid JSON"),
     ],
 )
