@@ -9,7 +9,11 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from kagent.errors import ApiError
+from django.http import QueryDict
+from rest_framework.exceptions import ParseError
+
+from kagent.errors import ApiError, Unprocessable
+from kagent.parsers import check_json_value
 
 FORM = "$"  # a problem no field owns: shown at the top of the form
 
@@ -67,3 +71,14 @@ def problems_from(
     problems = Problems()
     problems.add(path, exc.message)
     return problems
+
+
+def refuse_unstorable(post: QueryDict) -> None:
+    """Raises the API parser's refusal (`Unprocessable` at the field's path) for a posted value the database can't
+    hold (a NUL character): the API never lets one through its JSON parser, a form post has no such parser."""
+    for name, values in post.lists():
+        try:
+            check_json_value(values)
+        except ParseError as exc:
+            message = str(exc.detail)
+            raise Unprocessable("invalid_request", message, details=[{"path": name, "message": message}]) from None

@@ -17,7 +17,7 @@ from agents import selectors, services
 from agents.apis import KNOWLEDGE_SOURCE_WRITE, knowledge_source_create, knowledge_source_update
 from agents.models import KnowledgeSource
 from dashboard.access import MemberRequest, member_page
-from dashboard.problems import Problems, problems_from
+from dashboard.problems import Problems, problems_from, refuse_unstorable
 from dashboard.tool_form import number_or_text, text_pairs
 from kagent import throttle
 from kagent.errors import ApiError
@@ -120,6 +120,7 @@ def knowledge_list(request: MemberRequest) -> HttpResponse:
     if request.method == "POST":
         values = SourceValues.posted(request)
         try:
+            refuse_unstorable(request.POST)
             body = KNOWLEDGE_SOURCE_WRITE.parse(values.body(values.kind, create=True))
             source = knowledge_source_create(request.project, body)
         except ApiError as exc:
@@ -149,6 +150,7 @@ def knowledge_source(request: MemberRequest, source_id: str) -> HttpResponse:
         values = SourceValues.posted(request)
         values.kind, values.agent = source.kind, source.agent_id or ""  # set on create only
         try:
+            refuse_unstorable(request.POST)
             body = KNOWLEDGE_SOURCE_WRITE.parse(values.body(source.kind, create=False), partial=True)
             source = knowledge_source_update(source, body)
         except ApiError as exc:

@@ -111,6 +111,35 @@ def test_a_number_that_isnt_one_is_refused_next_to_its_field(alice, changes, fie
     assert KnowledgeSource.objects.count() == 0
 
 
+@pytest.mark.parametrize(
+    ("form", "changes", "field"),
+    [
+        (text_form, {"$.title": "Poli\x00cies"}, "f-title"),
+        (text_form, {"$.content": "# Returns\n\nWithin\x00 30 days."}, "f-content"),
+        (text_form, {"$.agent": "agt_\x00"}, "f-agent"),
+        (api_form, {"$.url": "https://tools.test:8443/\x00"}, "f-url"),
+        (
+            api_form,
+            {"$.response.fields.path": ["question\x00"], "$.response.fields.label": ["Question"]},
+            "f-response-fields",
+        ),
+    ],
+)
+def test_a_nul_character_the_database_cant_hold_is_refused_next_to_its_field(alice, form, changes, field):
+    client = signed_in(alice)
+    refused = client.post("/knowledge/", form(**changes))
+    assert refused.status_code == 422
+    assert "NUL character" in errors_on(refused.content.decode())[field]
+    assert KnowledgeSource.objects.count() == 0
+
+    if form is text_form and field != "f-agent":  # and on the edit page
+        source = KnowledgeSource.objects.get(pk=client.post("/knowledge/", text_form())["Location"].split("/")[2])
+        refused = client.post(f"/knowledge/{source.pk}/", text_form(**changes))
+        assert refused.status_code == 422 and "NUL character" in errors_on(refused.content.decode())[field]
+        source.refresh_from_db()
+        assert (source.title, source.content) == ("Policies", POLICY)
+
+
 def test_a_source_for_one_agent_is_found_by_that_agent_only(alice):
     shop = agent_create(project=alice.project, name="Shop agent")
     other = agent_create(project=alice.project, name="Other agent")
