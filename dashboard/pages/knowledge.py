@@ -20,7 +20,7 @@ from dashboard.access import MemberRequest, member_page
 from dashboard.problems import Problems, problems_from, refuse_unstorable
 from dashboard.tool_form import number_or_text, text_pairs
 from kagent import throttle
-from kagent.errors import ApiError
+from kagent.errors import ApiError, NotFound
 
 FIELDS = (
     "$.agent",
@@ -123,6 +123,9 @@ def knowledge_list(request: MemberRequest) -> HttpResponse:
             refuse_unstorable(request.POST)
             body = KNOWLEDGE_SOURCE_WRITE.parse(values.body(values.kind, create=True))
             source = knowledge_source_create(request.project, body)
+        except NotFound as exc:  # the agent it names: another project's, deleted, or none
+            problems = Problems()
+            problems.add("$.agent", exc.message)
         except ApiError as exc:
             problems = problems_from(exc, FIELDS)
         else:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agents.models import KnowledgeSource
-from agents.services import agent_create
+from agents.services import agent_create, agent_delete
 from kagent.models import SigningSecret
 from kagent.secrets import signing_secrets_valid
 from tests.agents.test_knowledge_api import FAQ, fetch, found, sent  # noqa: F401  (sent: a fixture)
@@ -76,7 +76,7 @@ def test_a_text_source_is_split_searched_edited_and_deleted_on_the_page(alice):
         ({"$.title": "  "}, "f-title", "title is a non-empty string"),
         ({"$.content": ""}, "f-content", "content is a non-empty string"),
         ({"$.kind": "pdf"}, "f-kind", "kind is text or api"),
-        ({"$.agent": "agt_of_nobody"}, "", "No agent"),
+        ({"$.agent": "agt_of_nobody"}, "f-agent", "No agent with that id in this project."),
     ],
 )
 def test_a_text_source_the_api_refuses_is_refused_next_to_its_field(alice, changes, field, message):
@@ -138,6 +138,18 @@ def test_a_nul_character_the_database_cant_hold_is_refused_next_to_its_field(ali
         assert refused.status_code == 422 and "NUL character" in errors_on(refused.content.decode())[field]
         source.refresh_from_db()
         assert (source.title, source.content) == ("Policies", POLICY)
+
+
+def test_another_projects_agent_or_a_deleted_one_is_refused_next_to_searched_by(alice, bob):
+    deleted = agent_create(project=alice.project, name="Gone agent")
+    agent_delete(agent=deleted)
+    for agent in (agent_create(project=bob.project, name="Bob's agent"), deleted):
+        refused = signed_in(alice).post("/knowledge/", text_form(**{"$.agent": agent.pk}))
+        assert refused.status_code == 422
+        body = refused.content.decode()
+        assert errors_on(body)["f-agent"] == "No agent with that id in this project."
+        assert "Bob's agent" not in body and "Gone agent" not in body  # not among the choices either
+    assert KnowledgeSource.objects.count() == 0
 
 
 def test_a_source_for_one_agent_is_found_by_that_agent_only(alice):
