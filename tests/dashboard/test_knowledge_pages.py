@@ -152,6 +152,18 @@ def test_another_projects_agent_or_a_deleted_one_is_refused_next_to_searched_by(
     assert KnowledgeSource.objects.count() == 0
 
 
+def test_a_source_of_a_deleted_agent_says_so_and_links_nowhere(alice):
+    gone = agent_create(project=alice.project, name="Gone agent")
+    client = signed_in(alice)
+    client.post("/knowledge/", text_form(**{"$.agent": gone.pk}))
+    source = KnowledgeSource.objects.get()
+    agent_delete(agent=gone)
+    assert "Gone agent (deleted)" in client.get("/knowledge/").content.decode()
+    page = client.get(f"/knowledge/{source.pk}/").content.decode()
+    assert "Gone agent (deleted)" in page and f"/agents/{gone.pk}/" not in page  # its page is a 404
+    assert client.post(f"/knowledge/{source.pk}/", text_form(**{"$.title": "Old policies"})).status_code == 302
+
+
 def test_a_source_for_one_agent_is_found_by_that_agent_only(alice):
     shop = agent_create(project=alice.project, name="Shop agent")
     other = agent_create(project=alice.project, name="Other agent")
