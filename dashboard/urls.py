@@ -3,10 +3,11 @@ from django.urls import path, re_path
 
 from dashboard import views
 from dashboard.pages import agents, desk, knowledge, panel, runs, settings, tools, webhooks, widget
+from kagent import converters  # noqa: F401  (registers `oid` and `name`)
 
 app_name = "dashboard"
 
-AGENT = "agents/<str:agent_id>"
+AGENT = "agents/<oid:agent_id>"
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -15,7 +16,7 @@ urlpatterns = [
     path("logout/", views.logout_view, name="logout"),
     path("account/password/", login_required(settings.PasswordChangeView.as_view()), name="password"),
     path("projects/", views.project_picker, name="projects"),
-    path("projects/<str:project_id>/select/", views.project_select, name="project-select"),
+    path("projects/<oid:project_id>/select/", views.project_select, name="project-select"),
     # Agents: the editor, the test panel (htmx endpoints under panel/), versions.
     path("agents/", agents.agent_list, name="agents"),
     path("agents/new/", agents.agent_new, name="agent-new"),
@@ -28,39 +29,39 @@ urlpatterns = [
     path(f"{AGENT}/panel/", panel.panel, name="panel"),
     path(f"{AGENT}/panel/send/", panel.panel_send, name="panel-send"),
     path(f"{AGENT}/panel/new/", panel.panel_new, name="panel-new"),
-    path(f"{AGENT}/panel/runs/<str:run_id>/", panel.panel_turn, name="panel-turn"),
-    path(f"{AGENT}/panel/runs/<str:run_id>/outputs/", panel.panel_outputs, name="panel-outputs"),
+    path(f"{AGENT}/panel/runs/<oid:run_id>/", panel.panel_turn, name="panel-turn"),
+    path(f"{AGENT}/panel/runs/<oid:run_id>/outputs/", panel.panel_outputs, name="panel-outputs"),
     # HTTP tools. The editor's htmx endpoints take the form as it stands (a definition not yet saved).
     path("knowledge/", knowledge.knowledge_list, name="knowledge"),
-    path("knowledge/<str:source_id>/", knowledge.knowledge_source, name="knowledge-source"),
-    path("knowledge/<str:source_id>/refresh/", knowledge.knowledge_refresh, name="knowledge-refresh"),
-    path("knowledge/<str:source_id>/delete/", knowledge.knowledge_delete, name="knowledge-delete"),
+    path("knowledge/<oid:source_id>/", knowledge.knowledge_source, name="knowledge-source"),
+    path("knowledge/<oid:source_id>/refresh/", knowledge.knowledge_refresh, name="knowledge-refresh"),
+    path("knowledge/<oid:source_id>/delete/", knowledge.knowledge_delete, name="knowledge-delete"),
     path("tools/", tools.tool_list, name="tools"),
     path("tools/new/", tools.tool_new, name="tool-new"),
     path("tools/preview/", tools.tool_preview, name="tool-preview"),
     path("tools/test-call/", tools.tool_test_call, name="tool-test-call"),
     path("tools/samples/", tools.tool_samples, name="tool-samples"),
-    path("tools/<str:name>/", tools.tool_detail, name="tool"),
-    path("tools/<str:name>/delete/", tools.tool_delete, name="tool-delete"),
+    path("tools/<name:name>/", tools.tool_detail, name="tool"),
+    path("tools/<name:name>/delete/", tools.tool_delete, name="tool-delete"),
     # Runs, conversations, the desk, the egress log.
     path("runs/", runs.run_list, name="runs"),
-    path("runs/<str:run_id>/", runs.run_detail, name="run"),
-    path("runs/<str:run_id>/live/", runs.run_timeline, name="run-live"),
-    path("runs/<str:run_id>/events/", runs.run_events_stream, name="run-events"),
-    path("runs/<str:run_id>/cancel/", runs.run_cancel, name="run-cancel"),
-    path("sessions/<str:session_id>/", runs.session_detail, name="session"),
+    path("runs/<oid:run_id>/", runs.run_detail, name="run"),
+    path("runs/<oid:run_id>/live/", runs.run_timeline, name="run-live"),
+    path("runs/<oid:run_id>/events/", runs.run_events_stream, name="run-events"),
+    path("runs/<oid:run_id>/cancel/", runs.run_cancel, name="run-cancel"),
+    path("sessions/<oid:session_id>/", runs.session_detail, name="session"),
     path("desk/", desk.desk, name="desk"),
-    path("desk/tickets/<str:ticket_id>/", desk.ticket_update, name="ticket-update"),
-    path("desk/handoffs/<str:handoff_id>/", desk.handoff_update, name="handoff-update"),
+    path("desk/tickets/<oid:ticket_id>/", desk.ticket_update, name="ticket-update"),
+    path("desk/handoffs/<oid:handoff_id>/", desk.handoff_update, name="handoff-update"),
     path("egress/", settings.egress, name="egress"),
     # Settings.
     path("settings/", views.settings_home, name="settings"),
     path("settings/api-keys/", views.api_keys, name="api-keys"),
-    path("settings/api-keys/<str:key_id>/revoke/", views.api_key_revoke, name="api-key-revoke"),
-    path("settings/api-keys/<str:key_id>/origins/", views.api_key_origins, name="api-key-origins"),
+    path("settings/api-keys/<oid:key_id>/revoke/", views.api_key_revoke, name="api-key-revoke"),
+    path("settings/api-keys/<oid:key_id>/origins/", views.api_key_origins, name="api-key-origins"),
     path("settings/request-limits/", views.request_limits, name="request-limits"),
     path("settings/secrets/", settings.secret_list, name="secrets"),
-    path("settings/secrets/<str:name>/delete/", settings.secret_delete, name="secret-delete"),
+    path("settings/secrets/<name:name>/delete/", settings.secret_delete, name="secret-delete"),
     path("settings/signing-secret/", settings.signing_secret, name="signing-secret"),
     re_path(  # linear: anchored literals and a fixed choice
         r"^settings/signing-secret/(?P<which>tool|end-user)/reveal/$",
@@ -75,12 +76,12 @@ urlpatterns = [
     path("settings/members/", settings.members, name="members"),
     path("settings/members/<int:membership_id>/remove/", settings.member_remove, name="member-remove"),
     path("settings/webhooks/", webhooks.webhook_list, name="webhooks"),
-    path("settings/webhooks/<str:endpoint_id>/", webhooks.webhook_detail, name="webhook"),
-    path("settings/webhooks/<str:endpoint_id>/rotate/", webhooks.webhook_rotate, name="webhook-rotate"),
-    path("settings/webhooks/<str:endpoint_id>/enabled/", webhooks.webhook_enabled, name="webhook-enabled"),
-    path("settings/webhooks/<str:endpoint_id>/delete/", webhooks.webhook_delete, name="webhook-delete"),
+    path("settings/webhooks/<oid:endpoint_id>/", webhooks.webhook_detail, name="webhook"),
+    path("settings/webhooks/<oid:endpoint_id>/rotate/", webhooks.webhook_rotate, name="webhook-rotate"),
+    path("settings/webhooks/<oid:endpoint_id>/enabled/", webhooks.webhook_enabled, name="webhook-enabled"),
+    path("settings/webhooks/<oid:endpoint_id>/delete/", webhooks.webhook_delete, name="webhook-delete"),
     path(
-        "settings/webhooks/<str:endpoint_id>/deliveries/<str:delivery_id>/redeliver/",
+        "settings/webhooks/<oid:endpoint_id>/deliveries/<oid:delivery_id>/redeliver/",
         webhooks.webhook_redeliver,
         name="webhook-redeliver",
     ),

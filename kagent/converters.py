@@ -1,6 +1,9 @@
-"""URL converters for `/v1` paths: an id that can't be one of ours never reaches a query (it is a plain 404)."""
+"""URL converters for `/v1` and dashboard paths: an id that can't be one of ours never reaches a query (it is a plain
+404). Registered here, once, for every URLconf that names them (`oid`, `name`)."""
 
 from __future__ import annotations
+
+from django.urls import register_converter
 
 # linear: bounded length, literal separator (a URL converter and the list cursor match request text with it)
 ID_PATTERN = r"[a-z]{2,5}_[0-9a-z]{26}"
@@ -28,3 +31,7 @@ class NameConverter:
 
     def to_url(self, value: str) -> str:
         return value
+
+
+register_converter(ObjectIdConverter, "oid")
+register_converter(NameConverter, "name")

@@ -1,12 +1,11 @@
-from django.urls import include, path, re_path, register_converter
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
-from kagent import errors
-from kagent.converters import NameConverter, ObjectIdConverter
+from kagent import (
+    converters,  # noqa: F401  (registers `oid` and `name`)
+    errors,
+)
 from kagent.health import healthz
-
-register_converter(ObjectIdConverter, "oid")
-register_converter(NameConverter, "name")
 
 handler404 = "kagent.errors.handler404"
 handler500 = "kagent.errors.handler500"

@@ -825,6 +825,26 @@ def test_what_a_member_sends_out_or_spends_on_the_model_is_limited_a_minute(alic
     assert Run.objects.filter(agent=agent).count() == 3
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/knowledge/%00/",
+        "/agents/%00/",
+        "/agents/agt_%27%3B/panel/",
+        "/runs/%00/",
+        "/tools/%00/",
+        "/tools/a%01b/delete/",
+        "/settings/secrets/%00/delete/",
+        "/settings/webhooks/%00/",
+        "/desk/tickets/%00/",
+    ],
+)
+def test_an_id_or_name_that_cant_be_ours_is_a_404_on_every_page(alice, path):
+    client = signed_in(alice)
+    for method in ("get", "post"):
+        assert getattr(client, method)(path).status_code == 404, (method, path)
+
+
 def _patterns(resolver: Any, prefix: str = "") -> list[tuple[str, URLPattern]]:
     out = []
     for entry in resolver.url_patterns:
