@@ -9,11 +9,12 @@ from typing import Any, cast
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponseBase
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 from django_htmx.middleware import HtmxDetails
 
-from kagent.errors import NotFound
+from dashboard.problems import refuse_unstorable
+from kagent.errors import ApiError, NotFound
 from kagent.models import Membership, Project, User
 from kagent.selectors import membership_for_project, project_list_for_user
 
@@ -70,15 +71,22 @@ def manager_required(request: HttpRequest) -> None:
         raise PermissionDenied("Only owners and admins can do this.")
 
 
-def member_page(*methods: str) -> Callable[[View], View]:
+def member_page(*methods: str, checks_unstorable: bool = False) -> Callable[[View], View]:
     """A page (or htmx endpoint) of the picked project: signed in, a member, one of `methods`; an object the
-    project's selectors don't find (another project's, or none) is a 404 like any unknown page."""
+    project's selectors don't find (another project's, or none) is a 404 like any unknown page. A form post holding
+    what the database can't store (a NUL character, which the API's JSON parser refuses before any view) is a 422
+    that names it, unless the view `checks_unstorable` itself (to show it next to its field)."""
 
     def decorate(view: View) -> View:
         @project_required
         @require_http_methods(list(methods))
         @wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            if request.method == "POST" and not checks_unstorable:
+                try:
+                    refuse_unstorable(request.POST)
+                except ApiError as exc:
+                    return render(request, "dashboard/refused.html", {"message": exc.message}, status=422)
             try:
                 return view(request, *args, **kwargs)
             except NotFound:

@@ -114,7 +114,7 @@ def _form_context(request: MemberRequest, values: SourceValues, problems: Proble
     }
 
 
-@member_page("GET", "POST")
+@member_page("GET", "POST", checks_unstorable=True)
 def knowledge_list(request: MemberRequest) -> HttpResponse:
     values, problems = SourceValues(), Problems()
     if request.method == "POST":
@@ -145,7 +145,7 @@ def _saved_message(source: KnowledgeSource, *, created: bool) -> str:
     return f"{'Added' if created else 'Saved'}: {count} passage{'' if count == 1 else 's'}."
 
 
-@member_page("GET", "POST")
+@member_page("GET", "POST", checks_unstorable=True)
 def knowledge_source(request: MemberRequest, source_id: str) -> HttpResponse:
     source = selectors.knowledge_source_get(project=request.project, source_id=source_id)
     values, problems = SourceValues.of(source), Problems()

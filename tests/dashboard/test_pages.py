@@ -902,6 +902,30 @@ def alices_things(alice: Tenant, fake_llm: Any) -> dict[str, str]:
     }
 
 
+def test_a_nul_character_in_a_form_post_is_refused_on_every_page_never_a_500(alice, alices_things):
+    """A NUL can't be stored (PostgreSQL refuses it); the API's JSON parser refuses it before any view, and every
+    dashboard page refuses it in a form post with a 422 that says so, changing nothing."""
+    client = signed_in(alice)
+    before = Agent.objects.get(pk=alices_things["agent_id"]).config
+    refused = []
+    for route, pattern in _patterns(get_resolver(dashboard_urls)):
+        if pattern.name == "logout":
+            continue
+        kwargs = {param: alices_things.get(param, "x") for param in re.findall(r"<(?:\w+:)?(\w+)>", route)}
+        if pattern.name in ("tool", "tool-delete", "secret-delete"):
+            kwargs["name"] = "order_status" if pattern.name != "secret-delete" else "ORDERS_TOKEN"
+        if "which" in kwargs:
+            kwargs["which"] = "tool"
+        url = "/" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m, values=kwargs: str(values[m.group(1)]), route)
+        url = url.replace("^", "").replace("$", "")
+        response = client.post(url, {"$.name": "a\x00b", "message": "hi\x00", "$.url": "https://x.example/\x00"})
+        assert response.status_code < 500, (url, response.status_code)
+        if response.status_code == 422:
+            refused.append(pattern.name)
+    assert Agent.objects.get(pk=alices_things["agent_id"]).config == before
+    assert {"agent", "agent-new", "panel-send", "tool-new", "tool-test-call", "webhooks", "knowledge"} <= set(refused)
+
+
 def test_another_organizations_objects_are_a_404_on_every_page_and_htmx_endpoint(alice, bob, alices_things):
     """bob, signed in to his own project, tries every dashboard URL that names an object with alice's ids: each is a
     404 (or, for the one URL that picks a project, a 404 too), never alice's data, and nothing of alice's changes."""
