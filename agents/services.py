@@ -256,7 +256,7 @@ def knowledge_source_update(
         if not content.strip():
             raise Unprocessable("invalid_request", "content is a non-empty string.")
         changes["content"] = content
-    if is_set(searchable):
+    if is_set(searchable) and searchable != source.searchable:
         changes["searchable"] = searchable
     if is_set(url) and url != source.url:
         changes["url"] = knowledge_url_check(url)

@@ -31,11 +31,12 @@ urlpatterns = [
     path(f"{AGENT}/panel/new/", panel.panel_new, name="panel-new"),
     path(f"{AGENT}/panel/runs/<oid:run_id>/", panel.panel_turn, name="panel-turn"),
     path(f"{AGENT}/panel/runs/<oid:run_id>/outputs/", panel.panel_outputs, name="panel-outputs"),
-    # HTTP tools. The editor's htmx endpoints take the form as it stands (a definition not yet saved).
+    # Knowledge sources.
     path("knowledge/", knowledge.knowledge_list, name="knowledge"),
     path("knowledge/<oid:source_id>/", knowledge.knowledge_source, name="knowledge-source"),
     path("knowledge/<oid:source_id>/refresh/", knowledge.knowledge_refresh, name="knowledge-refresh"),
     path("knowledge/<oid:source_id>/delete/", knowledge.knowledge_delete, name="knowledge-delete"),
+    # HTTP tools. The editor's htmx endpoints take the form as it stands (a definition not yet saved).
     path("tools/", tools.tool_list, name="tools"),
     path("tools/new/", tools.tool_new, name="tool-new"),
     path("tools/preview/", tools.tool_preview, name="tool-preview"),

@@ -70,6 +70,16 @@ def test_a_text_source_is_split_searched_edited_and_deleted_on_the_page(alice):
     assert KnowledgeSource.objects.count() == 0 and found(alice.project, "return an item") == []
 
 
+def test_saving_an_unchanged_source_changes_nothing(alice, api):
+    client = signed_in(alice)
+    client.post("/knowledge/", text_form())
+    source = KnowledgeSource.objects.get()
+    client.post(f"/knowledge/{source.pk}/", {"$.title": "Policies", "$.content": POLICY, "$.searchable": "on"})
+    assert KnowledgeSource.objects.get().updated_at == source.updated_at
+    api.patch(f"/v1/knowledge_sources/{source.pk}", {"searchable": True}, format="json")
+    assert KnowledgeSource.objects.get().updated_at == source.updated_at
+
+
 @pytest.mark.parametrize(
     ("changes", "field", "message"),
     [
