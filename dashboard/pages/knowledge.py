@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from agents import selectors, services
-from agents.apis import KNOWLEDGE_SOURCE_WRITE, knowledge_source_create, knowledge_source_update
+from agents.apis import KNOWLEDGE_SOURCE_WRITE, KnowledgeSourceWrite, knowledge_source_create, knowledge_source_update
 from agents.models import KnowledgeSource
 from dashboard.access import MemberRequest, member_page
 from dashboard.problems import Problems, problems_from, refuse_unstorable
@@ -122,6 +122,8 @@ def knowledge_list(request: MemberRequest) -> HttpResponse:
         try:
             refuse_unstorable(request.POST)
             body = KNOWLEDGE_SOURCE_WRITE.parse(values.body(values.kind, create=True))
+            if body.kind == KnowledgeSource.Kind.API:  # fetched right after it is added
+                throttle.dashboard_action(request.project.pk, request.user.pk)
             source = knowledge_source_create(request.project, body)
         except NotFound as exc:  # the agent it names: another project's, deleted, or none
             problems = Problems()
@@ -145,6 +147,15 @@ def _saved_message(source: KnowledgeSource, *, created: bool) -> str:
     return f"{'Added' if created else 'Saved'}: {count} passage{'' if count == 1 else 's'}."
 
 
+def _fetched_again(source: KnowledgeSource, body: KnowledgeSourceWrite) -> bool:
+    """Whether saving `body` queues a fetch of `source`, as services.knowledge_source_update decides (a changed URL
+    or response shaping): it goes out like "Fetch now" and counts with it."""
+    return source.kind == KnowledgeSource.Kind.API and (
+        (body.url is not None and body.url != source.url)
+        or (body.response is not None and body.response != source.response)
+    )
+
+
 @member_page("GET", "POST", checks_unstorable=True)
 def knowledge_source(request: MemberRequest, source_id: str) -> HttpResponse:
     source = selectors.knowledge_source_get(project=request.project, source_id=source_id)
@@ -155,6 +166,8 @@ def knowledge_source(request: MemberRequest, source_id: str) -> HttpResponse:
         try:
             refuse_unstorable(request.POST)
             body = KNOWLEDGE_SOURCE_WRITE.parse(values.body(source.kind, create=False), partial=True)
+            if _fetched_again(source, body):
+                throttle.dashboard_action(request.project.pk, request.user.pk)
             source = knowledge_source_update(source, body)
         except ApiError as exc:
             problems = problems_from(exc, FIELDS)

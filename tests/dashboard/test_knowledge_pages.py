@@ -227,3 +227,25 @@ def test_an_api_source_is_checked_like_the_api_then_fetched_and_shown(
     fetch(source.pk)
     page = client.get(f"/knowledge/{source.pk}/").content.decode()
     assert "fetch failed" in page and "Agents still find the passages of the last good fetch." in page
+
+
+def test_adding_or_refetching_an_api_source_counts_as_a_fetch_against_the_members_limit(alice, settings):
+    """A fetch queued by adding an API source or changing its URL or response goes out like "Fetch now": it counts
+    toward KAGENT_DASHBOARD_ACTIONS, and a refused save keeps what was typed and queues nothing."""
+    settings.KAGENT_DASHBOARD_ACTIONS = 1
+    client = signed_in(alice)
+    client.post("/knowledge/", api_form())
+    source = KnowledgeSource.objects.get()
+    queued = source.fetch_queued_at
+    assert queued is not None
+    moved = "https://tools.test:8443/respond/faq-2"
+    refused = client.post(f"/knowledge/{source.pk}/", api_form(**{"$.url": moved}))
+    assert refused.status_code == 422 and "this minute; try again in" in refused.content.decode()
+    assert f'value="{moved}"' in refused.content.decode()
+    assert KnowledgeSource.objects.get(pk=source.pk).url != moved
+    assert KnowledgeSource.objects.get(pk=source.pk).fetch_queued_at == queued  # no second fetch queued
+    renamed = client.post(f"/knowledge/{source.pk}/", api_form(**{"$.title": "FAQ (shop)"}))  # fetches nothing
+    assert renamed.status_code == 302 and KnowledgeSource.objects.get(pk=source.pk).title == "FAQ (shop)"
+    refused = client.post("/knowledge/", api_form(**{"$.title": "Another"}))
+    assert refused.status_code == 422 and "this minute; try again in" in refused.content.decode()
+    assert KnowledgeSource.objects.count() == 1
