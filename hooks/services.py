@@ -34,7 +34,7 @@ from hooks.models import EVENT_TYPES, WebhookAttempt, WebhookDelivery, WebhookEn
 from kagent import crypto
 from kagent.celery import app
 from kagent.egress import USER_AGENT, EgressClient, EgressError, get_client
-from kagent.errors import Conflict, Unprocessable
+from kagent.errors import Conflict, NotFound, Unprocessable
 from kagent.inputs import UNSET, is_set
 from kagent.masking import mask_secrets
 from kagent.models import Project
@@ -425,7 +425,10 @@ def delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
     not end the automatic retries it had left."""
     now = timezone.now()
     with transaction.atomic():
-        current = WebhookDelivery.objects.select_for_update().select_related("endpoint", "event").get(pk=delivery.pk)
+        locked = WebhookDelivery.objects.select_for_update().select_related("endpoint", "event")
+        current = locked.filter(pk=delivery.pk).first()
+        if current is None:  # deleted since it was read: with its endpoint, or with its event by retention
+            raise NotFound("No delivery with that id for this endpoint.")
         if not current.endpoint.enabled:
             raise Conflict("endpoint_disabled", "This endpoint is disabled: enable it first, then redeliver.")
         if current.leased_until is not None and current.leased_until > now:

@@ -14,6 +14,7 @@ from django.utils import timezone
 from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEvent
 from hooks.services import delivery_redeliver, endpoint_create, webhook_events_expire
 from hooks.tasks import expire
+from kagent.errors import NotFound
 from kagent.models import EgressEvent
 from kagent.services import egress_events_expire
 from kagent.tasks import egress_expire
@@ -77,6 +78,17 @@ def test_a_redelivery_keeps_its_old_event(settings):
     delivery_redeliver(delivery=WebhookDelivery.objects.get(event=old))  # the business asks for it again
     assert webhook_events_expire(before=timezone.now() - timedelta(days=30)) == 0
     assert WebhookDelivery.objects.get(event=old).status == "pending"
+
+
+def test_a_delivery_its_event_took_meanwhile_is_not_found_when_redelivered(settings):
+    """Read for the redelivery (the dashboard's page, the API's lookup), then deleted with its event by retention before
+    the redelivery locks it: a 404, not a server error."""
+    alice = make_tenant("alice")
+    old = event(alice, alices_endpoint(alice), days_old=31, status="failed")
+    delivery = WebhookDelivery.objects.get(event=old)
+    assert webhook_events_expire(before=timezone.now() - timedelta(days=30)) == 1
+    with pytest.raises(NotFound):
+        delivery_redeliver(delivery=delivery)
 
 
 def test_the_limit_of_a_pass_and_a_retention_of_zero(settings):
