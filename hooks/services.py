@@ -488,6 +488,10 @@ def webhook_events_expire(*, before: datetime, batch: int = 500, limit: int = 10
             if not candidates:
                 break
             with transaction.atomic():
+                # The attempts' rows before the deliveries', in the order endpoint_delete deletes them: neither holds
+                # one while waiting for the other (a deadlock, which PostgreSQL breaks by failing one of them).
+                attempts = WebhookAttempt.objects.select_for_update(of=("self",))
+                list(attempts.filter(delivery__event_id__in=candidates).values_list("pk"))
                 list(WebhookDelivery.objects.select_for_update().filter(event_id__in=candidates).values_list("pk"))
                 ids = list(done.filter(pk__in=candidates).values_list("pk", flat=True))
                 WebhookAttempt.objects.filter(delivery__event_id__in=ids).delete()
