@@ -17,6 +17,7 @@ import base64
 import json
 import random
 import secrets as random_bytes
+import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -39,6 +40,8 @@ from kagent.inputs import UNSET, is_set
 from kagent.masking import mask_secrets
 from kagent.models import Project
 from kagent.rendering import unix
+from kagent.selectors import project_ids_rotated
+from kagent.services import EXPIRE_BUDGET_S
 from kagent.signing import SigningError, webhook_headers
 
 DELIVER_TASK = "hooks.deliver"
@@ -470,15 +473,20 @@ def hooks_sweep(
     return {"dispatched": len(events), "queued": len(due)}
 
 
-def webhook_events_expire(*, before: datetime, batch: int = 500, limit: int = 10_000) -> int:
+def webhook_events_expire(
+    *, before: datetime, batch: int = 500, limit: int | None = None, budget_s: float = EXPIRE_BUDGET_S
+) -> int:
     """Deletes the events created before `before` that are done (dispatched, no delivery pending), with their
-    deliveries and attempt logs: at most `limit` a call, `batch` per transaction, each project's oldest first (its
-    (project, created_at) index). A delivery made pending again meanwhile (a redelivery) keeps its event: the
-    deliveries are locked before the check that none is pending."""
+    deliveries and attempt logs: `batch` per transaction, each project's oldest first (its (project, created_at)
+    index), the projects from a random one on, until none is left, `limit` are deleted or `budget_s` has passed. A
+    delivery made pending again meanwhile (a redelivery) keeps its event: the deliveries are locked before the check
+    that none is pending."""
     pending = WebhookDelivery.objects.filter(event=OuterRef("pk"), status=WebhookDelivery.Status.PENDING)
+    deadline = time.monotonic() + budget_s
+    limit = limit if limit is not None else sys.maxsize
     deleted = 0
-    for project_id in Project.objects.order_by("pk").values_list("pk", flat=True).iterator():
-        while deleted < limit:
+    for project_id in project_ids_rotated():
+        while deleted < limit and time.monotonic() < deadline:
             done = (
                 WebhookEvent.objects.filter(project_id=project_id, created_at__lt=before, dispatched_at__isnull=False)
                 .exclude(Exists(pending))
@@ -500,6 +508,6 @@ def webhook_events_expire(*, before: datetime, batch: int = 500, limit: int = 10
             deleted += len(ids)
             if len(candidates) < batch:
                 break
-        if deleted >= limit:
+        if deleted >= limit or time.monotonic() >= deadline:
             break
     return deleted

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import secrets
+import sys
+import time
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +16,7 @@ from django.utils import timezone
 from kagent.cors import allowed_origins_parse, forget_listed
 from kagent.errors import ApiError, NotFound
 from kagent.models import ApiKey, EgressEvent, Membership, Organization, Project, User
+from kagent.selectors import project_ids_rotated
 
 
 def api_key_create(*, project: Project, kind: str, name: str = "") -> tuple[ApiKey, str]:
@@ -186,20 +189,28 @@ def project_limits_update(
     return project
 
 
-def egress_events_expire(*, before: datetime, batch: int = 1000, limit: int = 20_000) -> int:
-    """Deletes egress log rows created before `before`: at most `limit` a call and `batch` a statement, each project's
-    oldest first (its (project, created_at) index; the operator's own calls, of no project, too)."""
+EXPIRE_BUDGET_S = 120.0  # a housekeeping pass's time (beat runs one every 10 minutes; the task's limit is 300 s)
+
+
+def egress_events_expire(
+    *, before: datetime, batch: int = 1000, limit: int | None = None, budget_s: float = EXPIRE_BUDGET_S
+) -> int:
+    """Deletes egress log rows created before `before`, `batch` a statement, each project's oldest first (its
+    (project, created_at) index; the operator's own calls, of no project, too), the projects from a random one on,
+    until none is left, `limit` are deleted or `budget_s` has passed."""
+    deadline = time.monotonic() + budget_s
+    limit = limit if limit is not None else sys.maxsize
     deleted = 0
-    for project_id in [None, *Project.objects.order_by("pk").values_list("pk", flat=True).iterator()]:
+    for project_id in [None, *project_ids_rotated()]:
         rows = EgressEvent.objects.filter(created_at__lt=before)
         rows = rows.filter(project__isnull=True) if project_id is None else rows.filter(project_id=project_id)
-        while deleted < limit:
+        while deleted < limit and time.monotonic() < deadline:
             ids = list(rows.order_by("created_at").values_list("pk", flat=True)[: min(batch, limit - deleted)])
             if ids:
                 EgressEvent.objects.filter(pk__in=ids).delete()
                 deleted += len(ids)
             if len(ids) < batch:
                 break
-        if deleted >= limit:
+        if deleted >= limit or time.monotonic() >= deadline:
             break
     return deleted

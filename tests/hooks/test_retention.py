@@ -15,7 +15,7 @@ from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEvent
 from hooks.services import delivery_redeliver, endpoint_create, webhook_events_expire
 from hooks.tasks import expire
 from kagent.errors import NotFound
-from kagent.models import EgressEvent
+from kagent.models import EgressEvent, Project
 from kagent.services import egress_events_expire
 from kagent.tasks import egress_expire
 from tests.conftest import make_tenant
@@ -135,3 +135,25 @@ def test_egress_log_rows_older_than_the_retention_go(settings):
 def test_beat_runs_both():
     tasks = {entry["task"] for entry in django_settings.CELERY_BEAT_SCHEDULE.values()}
     assert {"hooks.expire", "kagent.egress_expire"} <= tasks
+
+
+def test_a_pass_takes_every_project_once_from_a_random_one_and_stops_on_its_budget():
+    from kagent.selectors import project_ids_rotated
+
+    projects = {make_tenant(f"t{n}").project.pk for n in range(6)}
+    passes = [list(project_ids_rotated()) for _ in range(30)]
+    assert all(sorted(ids) == sorted(projects) for ids in passes)  # each once
+    assert len({ids[0] for ids in passes}) > 1  # not always the same first (30 draws of 6: all alike ~1e-23)
+
+    alice = next(iter(Project.objects.all()))
+    for days_old in (100, 100):
+        EgressEvent.objects.create(
+            project=alice,
+            purpose="http_tool",
+            method="GET",
+            host="h.example",
+            decision="allowed",
+            created_at=timezone.now() - timedelta(days=days_old),
+        )
+    assert egress_events_expire(before=timezone.now(), budget_s=0) == 0
+    assert egress_events_expire(before=timezone.now()) == 2
