@@ -246,36 +246,30 @@ def test_big_content_length_is_refused_before_reading(client, egress_settings, u
     assert EgressEvent.objects.get().bytes_received == 0
 
 
-def test_a_body_cut_off_by_the_deadline_is_logged_with_the_bytes_read(client, egress_settings, upstream):
-    # /trickle-body: 100 bytes declared, one sent every 0.2 s; a second is enough for a few of them.
+@pytest.mark.parametrize(
+    ("path", "timeout_ms", "code", "received"),
+    [
+        # 100 bytes declared, one sent every 0.2 s: a second is enough for a few of them.
+        ("/trickle-body", 1000, "timeout", range(1, 100)),
+        # 2 MiB in 64 KiB chunks, no declared length: read until the next chunk would pass 1 MiB.
+        ("/big-chunked", 3000, "response_too_large", [egress.MAX_RESPONSE_BYTES]),
+    ],
+)
+def test_a_body_cut_off_is_logged_with_the_bytes_read(
+    client, egress_settings, upstream, path, timeout_ms, code, received
+):
     with pytest.raises(EgressError) as info:
         client.request(
             project_id=None,
             purpose="http_tool",
             method="GET",
-            url="https://tools.test:8443/trickle-body",
+            url=f"https://tools.test:8443{path}",
             headers={},
             body=None,
-            timeout_ms=1000,
+            timeout_ms=timeout_ms,
         )
-    assert info.value.code == "timeout"
-    assert 1 <= EgressEvent.objects.get().bytes_received < 100
-
-
-def test_a_body_cut_off_for_its_size_is_logged_with_the_bytes_read(client, egress_settings, upstream):
-    # /big-chunked: 2 MiB in 64 KiB chunks, no declared length; read until the next chunk would pass 1 MiB.
-    with pytest.raises(EgressError) as info:
-        client.request(
-            project_id=None,
-            purpose="http_tool",
-            method="GET",
-            url="https://tools.test:8443/big-chunked",
-            headers={},
-            body=None,
-            timeout_ms=3000,
-        )
-    assert info.value.code == "response_too_large"
-    assert EgressEvent.objects.get().bytes_received == egress.MAX_RESPONSE_BYTES
+    assert info.value.code == code
+    assert EgressEvent.objects.get().bytes_received in received
 
 
 @pytest.mark.parametrize(
