@@ -23,6 +23,7 @@ from dashboard import editor
 from dashboard.access import MemberRequest, member_page
 from dashboard.pages.panel import panel_context
 from dashboard.problems import Problems, problems_from
+from dashboard.tool_form import number_or_text
 from kagent.errors import ApiError
 from kagent.merge_patch import merge_patch_between
 from kagent.secrets import secret_list
@@ -187,7 +188,8 @@ def _version_number(raw: str | None) -> int | None | str:
         return ""
     if raw == "draft":
         return None
-    return int(raw) if raw.isdigit() else ""
+    number = number_or_text(raw)  # never int() of "²" or of thousands of digits
+    return number if isinstance(number, int) else ""
 
 
 @member_page("GET")

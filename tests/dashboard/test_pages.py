@@ -334,6 +334,15 @@ def test_publish_versions_diff_and_restore(alice):
     assert bad.status_code == 422 and b"note is a string of at most 1000 characters." in bad.content
 
 
+def test_a_version_to_compare_that_is_no_number_shows_the_default_comparison(alice):
+    agent = agent_create(project=alice.project, name="Front desk")
+    agent_publish(agent=agent, note="First")
+    client = signed_in(alice)
+    for bad in ("²", "9" * 5000, "x", "-1"):
+        response = client.get(f"/agents/{agent.pk}/versions/", {"from": bad, "to": "draft"})
+        assert response.status_code == 200, bad
+
+
 def test_publishing_a_grant_of_a_missing_tool_says_why(alice):
     agent = agent_create(project=alice.project, name="Front desk", config={"tools": {"http": [{"tool": "gone_tool"}]}})
     response = signed_in(alice).post(f"/agents/{agent.pk}/publish/", {"note": ""})
