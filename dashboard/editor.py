@@ -16,6 +16,7 @@ from typing import Any
 from django.http import QueryDict
 
 from dashboard.problems import Problems
+from dashboard.tool_form import number_or_text
 from tools.builtins import BuiltinTool, all_builtins
 from tools.models import HttpTool
 
@@ -302,9 +303,11 @@ def config_from_values(values: EditorValues, *, config: Mapping[str, Any]) -> tu
         variables[name] = value
     out["variables"] = variables
 
+    # A whole number (a negative one too, refused by the config's own check with its range); anything else as typed.
+    number = number_or_text(values.max_tool_rounds.removeprefix("-"))
     rounds: Any = values.max_tool_rounds
-    if rounds.lstrip("-").isdigit():
-        rounds = int(rounds)  # anything else goes to the config's own check as typed
+    if isinstance(number, int):
+        rounds = -number if rounds.startswith("-") else number
     old_builtins = (config.get("tools") or {}).get("builtin") or {}
     builtin: dict[str, Any] = {}
     for grant in values.builtins:

@@ -92,7 +92,8 @@ def _walk(data: Any, path: str) -> tuple[bool, Any]:
     for part in path.split("."):
         if isinstance(current, dict) and part in current:
             current = current[part]
-        elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
+        elif isinstance(current, list) and part.isascii() and part.isdigit() and int(part) < len(current):
+            # isascii: "²" is a digit to isdigit and not to int
             current = current[int(part)]
         else:
             return False, None

@@ -187,7 +187,7 @@ def egress(request: MemberRequest) -> HttpResponse:
     else:
         queryset = selectors.egress_event_list(project=request.project, **filters).order_by("-pk")
         cursor = request.GET.get("cursor", "")
-        if cursor.isdigit():
+        if cursor.isascii() and cursor.isdigit() and len(cursor) <= 18:
             queryset = queryset.filter(pk__lt=int(cursor))
         rows: list[EgressEvent] = list(queryset[: EGRESS_PAGE + 1])
         events = [EGRESS_EVENT.render(event) for event in rows[:EGRESS_PAGE]]

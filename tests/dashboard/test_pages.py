@@ -186,6 +186,9 @@ def test_new_agent_then_the_editor_saves_the_whole_draft(alice):
     [
         ({"$.tools.max_tool_rounds": "6"}, "$.tools.max_tool_rounds", "$.tools.max_tool_rounds: must be at most 5"),
         ({"$.tools.max_tool_rounds": "three"}, "$.tools.max_tool_rounds", "must be of type integer"),
+        ({"$.tools.max_tool_rounds": "²"}, "$.tools.max_tool_rounds", "must be of type integer"),
+        ({"$.tools.max_tool_rounds": "9" * 5000}, "$.tools.max_tool_rounds", "must be of type integer"),
+        ({"$.tools.max_tool_rounds": "-1"}, "$.tools.max_tool_rounds", "must be at least 1"),
         ({"$.name": "  "}, "$.name", "name is a non-empty string."),
         (
             {"$.tools.builtin.create_ticket.rules": "x" * 4001},
@@ -332,6 +335,11 @@ def test_publish_versions_diff_and_restore(alice):
     assert agent.config["instructions"] == "One." and agent.latest_version_number == 2
     bad = client.post(f"/agents/{agent.pk}/publish/", {"note": "x" * 1001})
     assert bad.status_code == 422 and b"note is a string of at most 1000 characters." in bad.content
+
+
+def test_an_egress_log_cursor_that_is_no_number_shows_the_first_page(alice):
+    for cursor in ("²", "9" * 5000, "-3"):
+        assert signed_in(alice).get("/egress/", {"cursor": cursor}).status_code == 200, cursor
 
 
 def test_a_version_to_compare_that_is_no_number_shows_the_default_comparison(alice):

@@ -48,6 +48,13 @@ def test_items_path_object_and_nested_paths():
     assert result["data"]["rows"] == [{"First SKU": "A1"}]
 
 
+def test_a_path_part_that_only_looks_like_a_number_finds_nothing():
+    # "²" is a digit to str.isdigit and not to int(): a tenant's path holding one finds nothing, never a crash.
+    config = {"items_path": "result.²", "fields": [{"path": "lines.¹.sku", "label": "SKU"}]}
+    result = shape({"result": [{"lines": [{"sku": "A1"}, {"sku": "B2"}]}]}, config)
+    assert result["data"]["rows"] == []
+
+
 def test_empty_message():
     assert shape({"data": []})["data"]["message"] == "No order with that number."
     assert shape({"other": 1})["data"]["message"] == "No order with that number."
