@@ -64,7 +64,6 @@ class Connection:
     sock: socket.socket
     buffer: bytearray = field(default_factory=bytearray)
     deadline: float = 0.0
-    received: bool = False  # a byte of the current exchange's answer came back
     read: int = 0  # the bytes of the current exchange's answer read so far, as sent
     body_from: int | None = None  # `read` where the answer's body began, once its head was read
     address: str = ""  # the address connected to, for whoever made the connection (the egress guard)
@@ -76,11 +75,15 @@ class Connection:
             raise TimeoutError
         self.sock.settimeout(left)
         data = self.sock.recv(_READ)
-        self.received = self.received or bool(data)
         self.read += len(data)
         if time.monotonic() > self.deadline:
             raise TimeoutError  # a server trickling bytes never trips a read's own timeout
         return data
+
+    @property
+    def received(self) -> bool:
+        """A byte of the current exchange's answer came back."""
+        return self.read > 0
 
     @property
     def body_read(self) -> int:
@@ -231,7 +234,7 @@ class Endpoint:
             connection.sock.close()
             raise
         if reusable and not connection.buffer:
-            connection.received, connection.read, connection.body_from = False, 0, None
+            connection.read, connection.body_from = 0, None
             self._keep(connection)
         else:
             connection.sock.close()
