@@ -4,11 +4,11 @@
     .venv/bin/python bench/faults.py --quick         # short form (tests/proofs/test_faults.py runs it)
     .venv/bin/python bench/faults.py --only redis,postgres --runs 200
 
-Everything runs on servers of its own, so nothing shared is restarted: a throwaway PostgreSQL cluster (initdb in a
-temporary directory, port 5440 by default, run as the `postgres` user when started as root) and a throwaway Redis
-(port 6390, no persistence), with the stack of bench/stack.py (gunicorn, 2 Celery workers, Celery beat) on them,
-the scripted model and the business API of fakes/. The lease and sweep are shortened (lease 3 s, sweep every 1 s,
-a queued run's message sent again after 5 s, the model's timeout 1 s) so a scenario ends in seconds.
+Everything runs on servers of its own, so nothing shared is restarted: a throwaway PostgreSQL cluster and Redis
+(kagent/embedded.py: the wheels' PostgreSQL 18 and Redis on unix sockets in a temporary folder, no persistence),
+with the stack of bench/stack.py (gunicorn, 2 Celery workers, Celery beat) on them, the scripted model and the
+business API of fakes/. The lease and sweep are shortened (lease 3 s, sweep every 1 s, a queued run's message sent
+again after 5 s, the model's timeout 1 s) so a scenario ends in seconds.
 
 Scenarios (each in a project of its own; after each, every run of the project must be terminal):
 - load: the load of bench/load.py without faults (the short form of the load benchmark, 40 runs with --quick):
@@ -30,12 +30,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import getpass
-import os
-import pwd
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -53,7 +49,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from load import CART, SCRIPTS, App, make_project, order_tool, print_report, run_load, setup_django  # noqa: E402
 from stack import Stack  # noqa: E402
 
-PG_BIN = Path(os.environ.get("KAGENT_PG_BIN", "/usr/lib/postgresql/15/bin"))
+from kagent import embedded  # noqa: E402
+
 FAULT_SCRIPTS: dict[str, list[dict[str, Any]]] = {
     **SCRIPTS,
     # Every attempt at the first turn fails (the fault counter is per turn, shared by all runs).
@@ -81,80 +78,42 @@ UPSTREAM_FAULTS = {
 
 
 class Throwaway:
-    """A PostgreSQL cluster and a Redis of this run's own, on ports nobody else uses; stopped and removed at the
-    end. Restarts are theirs to do."""
+    """A PostgreSQL cluster and a Redis of this run's own (kagent/embedded.py: the wheels' servers, on unix sockets in
+    a temporary folder, not durable), stopped and removed at the end. Restarts are theirs to do: Redis comes back
+    empty (it keeps nothing on disk), PostgreSQL with its data."""
 
-    def __init__(self, tmp: Path, *, pg_port: int, redis_port: int) -> None:
-        self.tmp, self.pg_port, self.redis_port = tmp, pg_port, redis_port
-        self.pg_dir = tmp / "pg"
-        self.redis: subprocess.Popen[Any] | None = None
-        self.as_user = "postgres" if os.geteuid() == 0 else getpass.getuser()
+    def __init__(self, tmp: Path) -> None:
+        self.services = embedded.Services.under(tmp / "servers", durable=False)
+        (tmp / "servers").mkdir()
+        (tmp / "servers").chmod(0o711)  # searchable by PostgreSQL's account when we are root
+        tmp.chmod(0o711)
 
     @property
     def database_url(self) -> str:
-        return f"postgres://{self.as_user}@127.0.0.1:{self.pg_port}/kagent_bench_faults"
+        return self.services.postgres.url("kagent_bench_faults")
 
     @property
     def redis_url(self) -> str:
-        return f"redis://127.0.0.1:{self.redis_port}/0"
-
-    def _pg(self, *argv: str) -> None:
-        command = [str(PG_BIN / argv[0]), *argv[1:]]
-        if os.geteuid() == 0:  # initdb refuses root
-            command = ["su", self.as_user, "-s", "/bin/sh", "-c", " ".join(f"'{part}'" for part in command)]
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)  # noqa: S603
+        return self.services.redis.url()
 
     def start(self) -> None:
-        self.pg_dir.mkdir()
-        if os.geteuid() == 0:
-            user = pwd.getpwnam(self.as_user)
-            os.chmod(self.tmp, 0o755)
-            os.chown(self.pg_dir, user.pw_uid, user.pw_gid)
-        self._pg("initdb", "-D", str(self.pg_dir), "-A", "trust", "-U", self.as_user, "--no-sync")
-        options = (
-            f"-p {self.pg_port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.pg_dir} -c fsync=off"
-        )
-        self.pg_options = options
-        self.start_postgres()
-        import psycopg
-
-        admin = f"postgres://{self.as_user}@127.0.0.1:{self.pg_port}/postgres"
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE kagent_bench_faults")
-        self.start_redis()
+        self.services.start()
+        self.services.postgres.create_database("kagent_bench_faults")
 
     def start_postgres(self) -> None:
-        self._pg("pg_ctl", "-D", str(self.pg_dir), "-o", self.pg_options, "-l", str(self.pg_dir / "log"), "-w", "start")
+        self.services.postgres.start()
 
     def stop_postgres(self) -> None:
-        self._pg("pg_ctl", "-D", str(self.pg_dir), "-m", "fast", "-w", "stop")
+        self.services.postgres.stop()
 
     def start_redis(self) -> None:
-        self.redis = subprocess.Popen(  # noqa: S603
-            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        import redis
-
-        deadline = time.monotonic() + 20
-        while True:
-            with contextlib.suppress(Exception):
-                if redis.Redis(port=self.redis_port).ping():
-                    return
-            if time.monotonic() > deadline:
-                raise SystemExit("the throwaway redis did not start")
-            time.sleep(0.1)
+        self.services.redis.start()
 
     def stop_redis(self) -> None:
-        if self.redis and self.redis.poll() is None:
-            self.redis.terminate()
-            self.redis.wait(timeout=20)
+        self.services.redis.stop()
 
     def stop(self) -> None:
-        self.stop_redis()
-        with contextlib.suppress(Exception):
-            self.stop_postgres()
+        self.services.stop()
 
 
 # --- scenarios ----------------------------------------------------------------------------------------------------
@@ -356,8 +315,6 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=None, help="runs per scenario (default 120; --quick 24)")
     parser.add_argument("--load-runs", type=int, default=None, help="runs of the load scenario (--quick: 40)")
     parser.add_argument("--only", default="", help="comma-separated scenarios: " + ",".join(SCENARIOS))
-    parser.add_argument("--pg-port", type=int, default=5440)
-    parser.add_argument("--redis-port", type=int, default=6390)
     args = parser.parse_args()
     runs = args.runs or (24 if args.quick else 120)
     chosen = [name.strip() for name in args.only.split(",") if name.strip()] or list(SCENARIOS)
@@ -371,7 +328,7 @@ def main() -> None:
         ]
     results: dict[str, bool] = {}
     tmp = Path(tempfile.mkdtemp(prefix="kagent-faults-"))
-    servers = Throwaway(tmp, pg_port=args.pg_port, redis_port=args.redis_port)
+    servers = Throwaway(tmp)
     stack: Stack | None = None
     started = time.monotonic()
     try:
@@ -392,7 +349,7 @@ def main() -> None:
                 "KAGENT_LLM_TIMEOUT_S": "1",
             },
         ).start()
-        print(f"stack up on throwaway servers (PostgreSQL :{args.pg_port}, Redis :{args.redis_port})", flush=True)
+        print(f"stack up on throwaway servers in {tmp / 'servers'}", flush=True)
         ctx = Context(stack, servers, runs, args.load_runs or (40 if args.quick else runs), 2 if args.quick else 6)
         random.seed(12)
         for name in chosen:

@@ -7,8 +7,11 @@ from celery import Celery
 from celery.app import trace
 from celery.signals import task_postrun, task_prerun, worker_process_init
 from django.db import close_old_connections, connections
+from kombu.transport import TRANSPORT_ALIASES
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kagent.settings")
+# Our Redis transport by a name a broker URL can carry (`kagent+socket://…` for a unix socket; settings).
+TRANSPORT_ALIASES["kagent"] = "kagent.broker:Transport"
 
 app = Celery("kagent")
 app.config_from_object("django.conf:settings", namespace="CELERY")

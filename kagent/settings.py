@@ -1,7 +1,6 @@
 """Settings, all read from the environment (SPEC §2).
 
-With DATABASE_URL / REDIS_URL unset the project runs embedded: SQLite under var/ and kombu's filesystem://
-broker. With them set: PostgreSQL and Redis.
+PostgreSQL and Redis always: with DATABASE_URL / REDIS_URL unset, the embedded servers under var/ (kagent/embedded.py).
 """
 
 from __future__ import annotations
@@ -11,9 +10,12 @@ import hashlib
 import os
 import secrets
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from kagent import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("KAGENT_VAR_DIR", BASE_DIR / "var"))
@@ -134,51 +136,34 @@ TEMPLATES = [
     }
 ]
 
-# --- Database -------------------------------------------------------------------------------------
-DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
-_SQLITE_OPTIONS = {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
-if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=600, conn_health_checks=True)}
-    if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-        DATABASES["default"]["OPTIONS"] = dict(_SQLITE_OPTIONS)
-else:
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": str(VAR_DIR / "kagent.sqlite3"),
-            "OPTIONS": dict(_SQLITE_OPTIONS),
-            # A file, not memory, so a worker process started by a test sees the test database.
-            # One per test process, so two suites running at once on a machine don't share a file.
-            "TEST": {"NAME": str(VAR_DIR / f"test_kagent_{os.getpid()}.sqlite3")},
-        }
-    }
+# --- Database, broker and cache: PostgreSQL and Redis, everywhere ----------------------------------
+# Unset, they are the embedded servers under var/ (kagent/embedded.py), which `bin/run` and the tests start: the same
+# engine and broker as production, on unix sockets.
+DATABASE_URL = os.environ.get("DATABASE_URL", "").strip() or embedded.database_url(VAR_DIR / "postgres")
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=600, conn_health_checks=True)}
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise ImproperlyConfigured("DATABASE_URL must be a PostgreSQL URL (postgres://…); K-Agent runs on PostgreSQL only")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# --- Broker and cache -----------------------------------------------------------------------------
-REDIS_URL = os.environ.get("REDIS_URL", "").strip()
-if REDIS_URL:
-    CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT = "kagent.broker:Transport"  # kombu's Redis transport, publishing with one client
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 3600}
-    CACHES = {"default": {"BACKEND": "kagent.cache.RedisCache", "LOCATION": REDIS_URL}}
-else:
-    _broker_dir = VAR_DIR / "broker"
-    (_broker_dir / "processed").mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = "filesystem://"
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_broker_dir),
-        "data_folder_out": str(_broker_dir),
-        "processed_folder": str(_broker_dir / "processed"),
-        "control_folder": str(_broker_dir / "control"),
-        "store_processed": False,
-    }
-    CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
-            "LOCATION": str(VAR_DIR / "cache"),
-        }
-    }
+REDIS_URL = os.environ.get("REDIS_URL", "").strip() or embedded.redis_url(VAR_DIR / "redis")
+if urlsplit(REDIS_URL).scheme not in ("redis", "rediss", "unix"):
+    raise ImproperlyConfigured("REDIS_URL must be a Redis URL (redis://, rediss:// or unix://)")
+
+
+def _celery_broker_url(redis_url: str) -> str:
+    """The same server in kombu's spelling: a unix socket is `<transport>+socket://<path>?virtual_host=<db>` to it
+    (the transport named by the alias kagent/celery.py registers)."""
+    parts = urlsplit(redis_url)
+    if parts.scheme != "unix":
+        return redis_url
+    db = parse_qs(parts.query).get("db", ["0"])[0]
+    return f"kagent+socket://{parts.path}?virtual_host={db}"
+
+
+CELERY_BROKER_URL = _celery_broker_url(REDIS_URL)
+CELERY_BROKER_TRANSPORT = "kagent"  # kagent.broker.Transport: kombu's Redis transport, one client per channel
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 3600}
+CACHES = {"default": {"BACKEND": "kagent.cache.RedisCache", "LOCATION": REDIS_URL}}
 
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("KAGENT_CELERY_QUEUE", "kagent")
 # Connections are kept between tasks (kagent/celery.py closes them like Django does between requests: when broken or

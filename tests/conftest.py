@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import pytest
 from django.conf import settings
@@ -70,13 +71,18 @@ def api(alice: Tenant) -> APIClient:
 
 
 def database_url_for_subprocess() -> str:
-    """The DATABASE_URL of the database this test session uses (pytest-django's test database)."""
+    """The DATABASE_URL of the database this test session uses (pytest-django's test database), on a TCP server
+    or a unix socket (the embedded server's: its folder is the `host` option)."""
     db = settings.DATABASES["default"]
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{db['NAME']}"
-    user = db.get("USER") or "postgres"
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    return f"postgres://{user}{password}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+    user = quote(db.get("USER") or "postgres", safe="")
+    password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
+    options = dict(db.get("OPTIONS") or {})
+    host = db.get("HOST") or ""
+    if host.startswith("/"):
+        host, options["host"] = "", host
+    netloc = f"{host}:{db['PORT']}" if host and db.get("PORT") else host
+    query = f"?{urlencode(options)}" if options else ""
+    return f"postgres://{user}{password}@{netloc}/{quote(db['NAME'], safe='')}{query}"
 
 
 class WorkerProcess:

@@ -1,4 +1,5 @@
-"""The settings switch between the embedded default (SQLite + file broker) and PostgreSQL + Redis."""
+"""Settings: PostgreSQL and Redis always — the embedded servers' sockets under var/ by default, the URLs given
+otherwise; nothing else is accepted."""
 
 import json
 import os
@@ -9,8 +10,10 @@ from tests.conftest import ROOT
 
 PROBE = (
     "import django, json; django.setup(); from django.conf import settings as s; from kagent.celery import app;"
-    "print(json.dumps({'engine': s.DATABASES['default']['ENGINE'], 'name': str(s.DATABASES['default']['NAME']),"
-    "'broker': app.conf.broker_url, 'cache': s.CACHES['default']['BACKEND'], 'debug': s.DEBUG}))"
+    "db = s.DATABASES['default'];"
+    "print(json.dumps({'engine': db['ENGINE'], 'name': str(db['NAME']), 'host': db.get('OPTIONS', {}).get('host'),"
+    "'broker': app.conf.broker_url, 'cache': s.CACHES['default']['BACKEND'],"
+    "'cache_location': s.CACHES['default']['LOCATION'], 'debug': s.DEBUG}))"
 )
 
 
@@ -24,14 +27,28 @@ def probe(env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=base, capture_output=True, text=True, timeout=60)
 
 
-def test_embedded_default_without_database_and_redis_urls():
+PROBE_VAR = ROOT / "var" / "probe"
+
+
+def test_without_urls_the_embedded_servers_sockets_under_var():
     result = probe({"DEBUG": "true"})
     assert result.returncode == 0, result.stderr
     got = json.loads(result.stdout)
-    assert got["engine"] == "django.db.backends.sqlite3"
-    assert got["name"].endswith("var/probe/kagent.sqlite3")
-    assert got["broker"].startswith("filesystem://")
-    assert got["cache"].endswith("FileBasedCache")
+    assert got["engine"] == "django.db.backends.postgresql"
+    assert got["name"] == "kagent"
+    assert got["host"] == str(PROBE_VAR / "postgres")  # the socket's folder: no TCP port
+    assert got["broker"] == f"kagent+socket://{PROBE_VAR}/redis/redis.sock?virtual_host=0"
+    assert got["cache"].endswith("kagent.cache.RedisCache")
+    assert got["cache_location"] == f"unix://{PROBE_VAR}/redis/redis.sock?db=0"
+
+
+def test_a_database_or_redis_url_of_another_kind_is_refused():
+    result = probe({"DEBUG": "true", "DATABASE_URL": "sqlite:///var/kagent.sqlite3"})
+    assert result.returncode != 0
+    assert "DATABASE_URL must be a PostgreSQL URL" in result.stderr
+    result = probe({"DEBUG": "true", "REDIS_URL": "filesystem://"})
+    assert result.returncode != 0
+    assert "REDIS_URL must be a Redis URL" in result.stderr
 
 
 def test_postgres_and_redis_when_urls_are_set():
