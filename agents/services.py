@@ -16,7 +16,7 @@ from agents.knowledge.index import replace_passages
 from agents.knowledge.passages import split_text
 from agents.knowledge.terms import TERMS_VERSION
 from agents.models import Agent, AgentVersion, KnowledgePassage, KnowledgeSource
-from kagent.celery import app as celery_app
+from kagent import broker
 from kagent.egress import EgressError, url_check
 from kagent.errors import Conflict, Unprocessable
 from kagent.inputs import UNSET, is_set
@@ -168,7 +168,7 @@ def _queue_fetch(source: KnowledgeSource) -> bool:
     if claimed:
         source.fetch_queued_at = now
         source_id = source.pk
-        transaction.on_commit(lambda: celery_app.send_task(FETCH_TASK, args=(source_id,)))
+        transaction.on_commit(lambda: broker.send(FETCH_TASK, source_id))
     return bool(claimed)
 
 

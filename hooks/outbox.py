@@ -20,9 +20,9 @@ from typing import Any
 
 from django.db import transaction
 
-from hooks.models import EVENT_TYPES, WebhookEndpoint, WebhookEvent
-from kagent.celery import app
-from kagent.sql import execute, postgres
+from hooks.models import EVENT_TYPES, WebhookEvent
+from kagent import broker
+from kagent.sql import execute
 
 DISPATCH_TASK = "hooks.dispatch"
 RUN_EVENT_TYPES = frozenset({"run.completed", "run.failed", "run.requires_action", "run.cancelled"})
@@ -67,10 +67,7 @@ SELECT EXISTS (
 
 def subscribed(project_id: str, event_type: str) -> bool:
     """Whether the project has an enabled endpoint that wants `event_type` (one query)."""
-    if postgres():
-        return bool(execute(_SUBSCRIBED_SQL, {"project": project_id, "type": event_type})[0][0])
-    lists = WebhookEndpoint.objects.filter(project_id=project_id, enabled=True).values_list("event_types", flat=True)
-    return any(event_type in types for types in lists)
+    return bool(execute(_SUBSCRIBED_SQL, {"project": project_id, "type": event_type})[0][0])
 
 
 def dispatch_on_commit(event_id: str) -> None:
@@ -79,7 +76,7 @@ def dispatch_on_commit(event_id: str) -> None:
 
 
 def send_dispatch(event_id: str) -> None:
-    app.send_task(DISPATCH_TASK, args=(event_id,), argsrepr=f"('{event_id}',)", kwargsrepr="{}")
+    broker.send(DISPATCH_TASK, event_id)
 
 
 def record(

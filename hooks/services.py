@@ -32,8 +32,7 @@ from django.utils import timezone
 from agents.services import knowledge_url_check
 from hooks import outbox
 from hooks.models import EVENT_TYPES, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
-from kagent import crypto
-from kagent.celery import app
+from kagent import broker, crypto
 from kagent.egress import USER_AGENT, EgressClient, EgressError, get_client
 from kagent.errors import Conflict, NotFound, Unprocessable
 from kagent.inputs import UNSET, is_set
@@ -226,9 +225,7 @@ def event_dispatch(*, event_id: str) -> list[str]:
 
 
 def send_delivery(delivery_id: str, countdown: float | None = None) -> None:
-    app.send_task(
-        DELIVER_TASK, args=(delivery_id,), countdown=countdown, argsrepr=f"('{delivery_id}',)", kwargsrepr="{}"
-    )
+    broker.send(DELIVER_TASK, delivery_id, countdown=countdown)
 
 
 # --- one attempt ------------------------------------------------------------------------------------------------

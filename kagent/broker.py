@@ -1,17 +1,17 @@
-"""The Redis broker: kombu's transport with one Redis client object per channel for publishing, and `send_lean`,
-the run's task message put on the queue without kombu's producer.
+"""The Redis broker: kombu's transport with one Redis client object per channel, and `send`, the one way the
+product queues a task.
 
 kombu's Redis channel builds a new `redis.Redis` client — and its table of some 170 response callbacks — for every
 message it sends (`conn_or_acquire` → `_create_client`); that was most of the CPU of enqueueing a run. The client
 is only a handle on the channel's connection pool and is thread-safe, so one per channel does the same work.
-Selected in settings (`CELERY_BROKER_TRANSPORT`) when `REDIS_URL` is set.
+Selected in settings (`CELERY_BROKER_TRANSPORT`, by the alias `kagent` that kagent/celery.py registers).
 
-`send_lean` is what `app.send_task` sends for a task of the default queue, made without the producer around it
-(its pool, routing, entity declaration and retry wrapper cost three times the message itself on every run,
-measured in bench/runs_bench.py): the headers and body come from Celery's own builder (`amqp.as_task_v2`), the
-envelope is kombu's Redis transport's (`prepare_message`, `basic_publish`, `_put`), and one LPUSH puts it on the
-queue. A test keeps it equal to what `send_task` sends, field for field; the worker reads it as any task. A
-broker that isn't ours, a route or eager tasks: `send_task` as usual.
+`send` puts what `app.send_task` would send on the default queue, made without the producer around it (its pool,
+routing, entity declaration and retry wrapper cost three times the message itself on every run, measured in
+bench/runs_bench.py): the headers and body come from Celery's own builder (`amqp.as_task_v2`), the envelope is
+kombu's Redis transport's (`prepare_message`, `basic_publish`, `_put`), and one LPUSH puts it on the queue. A test
+keeps it equal to what `send_task` sends, field for field; the worker reads it as any task. (Celery beat sends its
+scheduled tasks itself, through kombu.)
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from functools import cached_property, lru_cache
 from typing import Any, cast
 
 import redis as redis_py
-from celery import Celery, signals
 from django.conf import settings
 from kombu.serialization import dumps as serialize
 from kombu.transport import redis, virtual
+
+from kagent.celery import app
 
 # The tasks whose message a worker holds in memory only (kombu's acknowledgement emulation keeps no copy in Redis):
 # their work is in PostgreSQL and the sweeper recovers it — a run still queued whose message is not waiting on
@@ -114,74 +115,10 @@ def _client(url: str) -> Any:
     return redis_py.Redis.from_url(url, socket_timeout=PUBLISH_TIMEOUT_S, socket_connect_timeout=PUBLISH_TIMEOUT_S)
 
 
-# The transport options `send_lean` knows it may ignore (only the worker's side reads them).
-LEAN_TRANSPORT_OPTIONS = frozenset({"visibility_timeout"})
-
-
-def _plain_default_queue(app: Celery) -> bool:
-    """Our Redis transport on a plain URL with no transport option that changes a key or a connection (a key
-    prefix, TLS, another write URL), and no routes or queues of its own: every task message is on the default
-    queue's lists, under their plain names."""
-    conf = app.conf
-    return (
-        conf.broker_transport == "kagent.broker:Transport"
-        and set(conf.broker_transport_options or {}) <= LEAN_TRANSPORT_OPTIONS
-        and not conf.broker_use_ssl
-        and conf.broker_write_url in (None, "", conf.broker_url)
-        and str(conf.broker_url).startswith("redis://")
-        and not conf.task_routes
-        and not conf.task_queues
-    )
-
-
-def lean_possible(app: Celery) -> bool:
-    """Whether `send_lean` sends exactly what `send_task` would, where `send_task` would: the default queue on our
-    Redis transport (`_plain_default_queue`), no publish signal receivers, not eager, not from inside a task (Celery
-    then records the task's lineage: the sweeper's resend)."""
-    return (
-        _lean_configuration(app)
-        and not signals.before_task_publish.receivers
-        and not signals.after_task_publish.receivers
-        and app.current_worker_task is None
-    )
-
-
-# app → (its configuration object, the changes made to it, Django's settings, what `_lean_configuration` found)
-_LEAN_CONFIGURATION: dict[int, tuple[Any, tuple[tuple[Any, Any], ...], Any, bool]] = {}
-
-
-def _lean_configuration(app: Celery) -> bool:
-    """The configuration's part of `lean_possible`. Reading Celery's settings costs 5 to 40 µs each (a quarter of a
-    millisecond for these, on every run created), so the answer is kept for as long as the configuration is the same:
-    the same object with the same changes made to it (every assignment to a setting is one: `conf.x = …`,
-    `conf[x] = …`, `conf.update(…)`) over the same Django settings (`override_settings` puts others in place).
-    Celery's defaults, its last layer, don't change."""
-    conf = app.conf
-    if not isinstance(conf.changes, dict):
-        # The app hasn't read its configuration yet (a process's first run): until then `changes` is Celery's
-        # `PendingConfiguration`, which stands for the whole configuration (Django's settings included) and reads it
-        # when iterated. Reading a setting has the app read it, and `changes` become the changes made to it.
-        conf.task_default_queue  # noqa: B018
-    changes = tuple((conf.changes or {}).items())
-    django_settings = getattr(settings, "_wrapped", None)  # LazySettings' current holder
-    kept = _LEAN_CONFIGURATION.get(id(app))
-    if kept is not None and kept[0] is conf and kept[1] == changes and kept[2] is django_settings:
-        return kept[3]
-    found = bool(
-        _plain_default_queue(app)
-        and not conf.task_always_eager
-        and conf.task_serializer == "json"
-        and conf.task_protocol == 2
-        and not conf.task_default_priority
-    )
-    _LEAN_CONFIGURATION[id(app)] = (conf, changes, django_settings, found)
-    return found
-
-
-def _task_limits(app: Celery, name: str) -> tuple[Any, Any] | None:
+def _task_limits(name: str) -> tuple[Any, Any]:
     """What `send_task` takes from the task itself when this process has it registered (the app finalized): its
-    time limits, which go into the message's headers. None when the task has an option the lean message doesn't
-    carry (a queue, a route, a priority, an expiry, another serializer...): then `send_task` must send it."""
+    time limits, which go into the message's headers. A task with an option the message doesn't carry (a queue, a
+    route, a priority, an expiry, another serializer) is a mistake in this code base: refused."""
     # As send_task looks: the registry itself, without finalizing the app (not in celery-types' stubs).
     task = app._tasks.get(name)  # type: ignore[attr-defined]
     if task is None:
@@ -189,29 +126,35 @@ def _task_limits(app: Celery, name: str) -> tuple[Any, Any] | None:
     options = {key: value for key, value in task._get_exec_options().items() if value is not None}
     time_limit, soft_time_limit = options.pop("time_limit", None), options.pop("soft_time_limit", None)
     if options.pop("serializer", "json") != "json" or options:
-        return None
+        raise ValueError(f"task {name} has options kagent.broker.send doesn't carry: {sorted(options)}")
     return time_limit, soft_time_limit
 
 
-def send_lean(app: Celery, name: str, args: tuple[Any, ...], argsrepr: str) -> bool:
-    """Puts the task message `app.send_task(name, args=args, argsrepr=argsrepr, kwargsrepr="{}")` would send on the
-    default queue, in one LPUSH; False (nothing sent) when the task's own options ask for more than that message
-    carries. Raises what Redis raises (the caller decides: see runs/queue.py)."""
-    limits = _task_limits(app, name)
-    if limits is None:
-        return False
+def send(name: str, *args: str, countdown: float | None = None) -> None:
+    """Queues task `name` with `args` (ids) on the default queue, `countdown` seconds from now: the one way the
+    product sends a task. The message is Celery's own (headers and body from `app.amqp.as_task_v2`, as `send_task`
+    makes them; the envelope kombu's Redis transport puts around them), put on the queue in one LPUSH without
+    kombu's producer, whose pool, routing, entity declaration and retry wrapper cost three times the message itself
+    on every run (bench/runs_bench.py). Raises what Redis raises: the callers decide (see runs/queue.py)."""
+    time_limit, soft_time_limit = _task_limits(name)
     queue = app.conf.task_default_queue
-    task_id = str(uuid.uuid4())
+    argsrepr = repr(args)  # given, so Celery needn't build it with its safe repr
+    parent = app.current_worker_task  # a task sent by a task (the sweeper's): its lineage, as send_task records it
+    parent_id = parent.request.id if parent is not None else None
+    root_id = (parent.request.root_id or parent_id) if parent is not None else None
     headers, properties, body, _ = app.amqp.as_task_v2(
-        task_id,
+        str(uuid.uuid4()),
         name,
         args,
         {},
+        countdown=countdown,
         argsrepr=argsrepr,
         kwargsrepr="{}",
         reply_to=app.thread_oid,
-        time_limit=limits[0],
-        soft_time_limit=limits[1],
+        time_limit=time_limit,
+        soft_time_limit=soft_time_limit,
+        root_id=root_id,
+        parent_id=parent_id,
         ignore_result=None,  # type: ignore[arg-type]  # send_task passes None: not given
     )
     content_type, content_encoding, data = serialize(body, serializer="json")
@@ -232,20 +175,17 @@ def send_lean(app: Celery, name: str, args: tuple[Any, ...], argsrepr: str) -> b
             "delivery_tag": str(uuid.uuid4()),
         },
     }
-    _client(app.conf.broker_url).lpush(queue, json.dumps(message))
-    return True
+    _client(settings.REDIS_URL).lpush(queue, json.dumps(message))
 
 
-def waiting_arguments(app: Celery, name: str, *, limit: int = 5000) -> set[str] | None:
+def waiting_arguments(name: str, *, limit: int = 5000) -> set[str] | None:
     """The first argument of every message of task `name` waiting on the default queue (each of its priority lists),
-    not yet taken by a worker; None when that can't be told: another broker or routing, more than `limit` messages
-    waiting, Redis out of reach. (The sweeper's test of a run's message being lost: see runs.services.run_sweep.)"""
-    if not _plain_default_queue(app):
-        return None
+    not yet taken by a worker; None when that can't be told: more than `limit` messages waiting, Redis out of
+    reach. (The sweeper's test of a run's message being lost: see runs.services.run_sweep.)"""
     queue = app.conf.task_default_queue
     lists = [queue] + [f"{queue}{redis.Channel.sep}{step}" for step in redis.PRIORITY_STEPS if step]
     try:
-        client = _client(app.conf.broker_url)
+        client = _client(settings.REDIS_URL)
         lengths = client.pipeline(transaction=False)
         for key in lists:
             lengths.llen(key)

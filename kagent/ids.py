@@ -48,7 +48,7 @@ class PrefixedIdField(models.CharField):  # type: ignore[type-arg]
         # "varchar" — on every id and every foreign key to one. Ids are only compared for equality and order, so
         # those indexes cost every insert and update and serve no query.
         db_type = super().db_type(connection)
-        if connection.vendor == "postgresql" and db_type and db_type.startswith("varchar"):
+        if db_type and db_type.startswith("varchar"):
             return "character varying" + db_type[len("varchar") :]
         return db_type
 

@@ -29,11 +29,6 @@ from psycopg.pq import ExecStatus
 
 from kagent.models import ApiKey, Project
 
-
-def postgres() -> bool:
-    return connection.vendor == "postgresql"
-
-
 # psycopg prepares a statement once it has run this many times unprepared, or at once when asked (`prepare=True`):
 # asked is the only way here.
 _ONLY_WHEN_ASKED = 2**62
@@ -144,9 +139,7 @@ _PLAIN_API_KEY_SQL = _API_KEY_SQL.format(alongside_columns="", alongside_join=""
 
 def api_key_by_digest(digest: str, alongside: Alongside | None = None) -> ApiKey | None:
     """The API key with this digest, with its project (every API request's first statement), and what `alongside`
-    read in the same statement (PostgreSQL; elsewhere nothing is read alongside and `key.alongside` stays None)."""
-    if not postgres():
-        return ApiKey.objects.select_related("project").filter(digest=digest).first()
+    read in the same statement."""
     if alongside is None:
         rows = first_read(_PLAIN_API_KEY_SQL, {"digest": digest})
     else:

@@ -1,4 +1,4 @@
-"""Request limits, counted in the configured cache (Redis in production, the file cache on a laptop): how many
+"""Request limits, counted in Redis (the cache, kagent/cache.py): how many
 requests an API key may make a minute, how many runs a publishable key may start, how many failed sign-ins an
 account or an address may have. Fixed windows: at most `limit` in each window, a refusal says when the next
 window starts (`Retry-After`)."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from typing import cast
 
 from django.conf import settings
 from django.core.cache import DEFAULT_CACHE_ALIAS, cache, caches
@@ -40,21 +41,11 @@ def _window(key: str, window_s: int, now: float) -> tuple[str, float]:
 
 def count(key: str, *, limit: int, window_s: int) -> int | None:
     """Counts one more for `key` in the current window: None while within `limit`, else the seconds until the next
-    window. (Atomic with Redis, one INCR: concurrent requests never both take the
-    last slot. The file cache of the embedded default is not, and serves one laptop.)"""
+    window. (One round trip on every API request, atomic: concurrent requests never both take the last slot.)"""
     now = time.time()
     cache_key, ends = _window(key, window_s, now)
-    backend = caches[DEFAULT_CACHE_ALIAS]
-    if isinstance(backend, RedisCache):  # one round trip, on every API request
-        used = backend.count(cache_key, timeout=window_s + 5)
-    elif cache.add(cache_key, 1, timeout=window_s + 5):
-        used = 1
-    else:
-        try:
-            used = cache.incr(cache_key)
-        except ValueError:  # expired between the two calls: this is the window's first
-            cache.add(cache_key, 1, timeout=window_s + 5)
-            used = 1
+    backend = cast(RedisCache, caches[DEFAULT_CACHE_ALIAS])  # settings: the cache is always kagent.cache's
+    used = backend.count(cache_key, timeout=window_s + 5)
     return None if used <= limit else max(1, math.ceil(ends - now))
 
 

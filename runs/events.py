@@ -35,7 +35,7 @@ from django.db.models.functions import Coalesce, Greatest, Now
 from hooks import outbox
 from hooks.models import WebhookEndpoint
 from kagent.ids import new_id
-from kagent.sql import execute, postgres
+from kagent.sql import execute
 from runs.models import Run, RunEvent, RunStep, ToolCall
 from runs.resources import MODEL_STEP, RUN, TOOL_CALL_STEP
 from runs.webhooks import run_data
@@ -106,23 +106,16 @@ def record_status(run_id: str, status: str) -> None:
         record(run_id, event)
         return
     data = _data_now(run_id, status) if event == T.REQUIRES_ACTION else None
-    if postgres():
-        params = {
-            "run": run_id,
-            "type": event,
-            "webhook_event": new_id("evt"),
-            "data": None if data is None else json.dumps(data, ensure_ascii=False),
-        }
-        rows = execute(_STATUS_WITH_WEBHOOK_SQL, params)
-        notify(run_id)
-        if rows:
-            outbox.dispatch_on_commit(rows[0][0])
-        return
-    record(run_id, event)
-    run = Run.objects.only("project_id", "sandbox").get(pk=run_id)
-    if not run.sandbox:
-        rendered = (lambda: data) if data is not None else None
-        outbox.record(project_id=run.project_id, event_type=event, object_id=run_id, data=rendered)
+    params = {
+        "run": run_id,
+        "type": event,
+        "webhook_event": new_id("evt"),
+        "data": None if data is None else json.dumps(data, ensure_ascii=False),
+    }
+    rows = execute(_STATUS_WITH_WEBHOOK_SQL, params)
+    notify(run_id)
+    if rows:
+        outbox.dispatch_on_commit(rows[0][0])
 
 
 def _data_now(run_id: str, status: str) -> dict[str, Any] | None:
@@ -130,13 +123,13 @@ def _data_now(run_id: str, status: str) -> dict[str, Any] | None:
     columns the API doesn't render, and whether anyone is subscribed). Never fails the pause: data that can't be
     rendered now (there is no known way) is rendered at dispatch, as before."""
     event = EVENT_OF_STATUS[status]
-    runs = Run.objects.defer("transcript", "tool_set", "config")
-    if postgres():
-        endpoints = WebhookEndpoint.objects.filter(project_id=OuterRef("project_id"), enabled=True)
-        runs = runs.annotate(subscribed=Exists(endpoints.filter(event_types__contains=[event])))
-    run = runs.get(pk=run_id)
-    subscribed = run.subscribed if postgres() else outbox.subscribed(run.project_id, event)  # type: ignore[attr-defined]
-    if run.sandbox or not subscribed:
+    endpoints = WebhookEndpoint.objects.filter(project_id=OuterRef("project_id"), enabled=True)
+    run = (
+        Run.objects.defer("transcript", "tool_set", "config")
+        .annotate(subscribed=Exists(endpoints.filter(event_types__contains=[event])))
+        .get(pk=run_id)
+    )
+    if run.sandbox or not run.subscribed:
         return None
     try:
         return run_data(run, status)
@@ -155,6 +148,11 @@ def insert_sql(source: str, *, type_param: str, ref_param: str | None = None) ->
     )
 
 
+def redis_client() -> Any:
+    """A client of the Redis in settings (REDIS_URL), kept per URL (thread-safe; its pool reconnects after a fork)."""
+    return _redis(settings.REDIS_URL)
+
+
 @lru_cache(maxsize=1)
 def _redis(url: str) -> Any:
     import redis
@@ -162,14 +160,9 @@ def _redis(url: str) -> Any:
     return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
 
 
-def redis_url() -> str:
-    return str(getattr(settings, "REDIS_URL", "") or "")
-
-
 def notify(run_id: str) -> None:
     """Wakes the run's open streams after the current transaction commits (at once outside one)."""
-    if redis_url():
-        transaction.on_commit(lambda: publish(run_id))
+    transaction.on_commit(lambda: publish(run_id))
 
 
 # What the engine's statements return of the run's row: whether it is followed now, by the database's clock (the
@@ -192,11 +185,8 @@ def follow(run_id: str, seconds: float) -> None:
 
 
 def publish(run_id: str) -> None:
-    url = redis_url()
-    if not url:
-        return
     try:
-        _redis(url).publish(channel(run_id), "1")
+        redis_client().publish(channel(run_id), "1")
     except Exception:  # a stream that misses the wake-up looks again within its keep-alive period
         logger.warning("could not publish an event of run %s", run_id, exc_info=True)
 

@@ -3,10 +3,9 @@ day, and one open agent ticket per customer) held against races.
 
 The counts are the rows themselves (tool calls and tickets of the bucket, in the last hour or day), so what a run
 counts and what it writes must happen with nobody else of the same bucket in between: the check and the write that
-counts run in one transaction that holds the bucket's lock — a PostgreSQL advisory lock on the bucket's key (on
-SQLite the transaction is taken for writing at BEGIN, which serializes writers anyway). N runs of one end user
-racing at the limit let exactly the remaining allowance through. A run that is its own bucket (a one-shot run of
-the business's server) has nobody to race and takes no lock.
+counts run in one transaction that holds the bucket's lock — a PostgreSQL advisory lock on the bucket's key. N runs
+of one end user racing at the limit let exactly the remaining allowance through. A run that is its own bucket (a
+one-shot run of the business's server) has nobody to race and takes no lock.
 """
 
 from __future__ import annotations
@@ -24,10 +23,9 @@ SHARED_BUCKET_PREFIXES = ("anon:", "test:anon:")
 @contextmanager
 def _bucket_held(project_id: str, rate_key: str) -> Iterator[None]:
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                # Held until the transaction ends; two buckets sharing a hash only wait for each other.
-                cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"{project_id}:{rate_key}"])
+        with connection.cursor() as cursor:
+            # Held until the transaction ends; two buckets sharing a hash only wait for each other.
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"{project_id}:{rate_key}"])
         yield
 
 

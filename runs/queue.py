@@ -8,7 +8,6 @@ import logging
 from django.db import transaction
 
 from kagent import broker
-from kagent.celery import app
 
 EXECUTE_TASK = "runs.execute"
 logger = logging.getLogger(__name__)
@@ -31,14 +30,10 @@ def _send_committed(run_id: str) -> None:
 
 def send_run(run_id: str) -> None:
     """Queues `runs.execute` now (the sweeper's resend: the run's row is long committed)."""
-    # The argument's display form given, so Celery needn't build it with its safe repr on every run.
-    argsrepr = f"('{run_id}',)"
-    if broker.lean_possible(app) and broker.send_lean(app, EXECUTE_TASK, (run_id,), argsrepr):
-        return  # the same message as below, without kombu's producer
-    app.send_task(EXECUTE_TASK, args=(run_id,), argsrepr=argsrepr, kwargsrepr="{}")
+    broker.send(EXECUTE_TASK, run_id)
 
 
 def runs_waiting() -> set[str] | None:
     """The ids of the runs whose message waits on the broker's queue, not yet taken by a worker; None when that
     can't be told (see kagent.broker.waiting_arguments)."""
-    return broker.waiting_arguments(app, EXECUTE_TASK)
+    return broker.waiting_arguments(EXECUTE_TASK)

@@ -3,8 +3,7 @@
 Why SQL by hand here (see kagent/sql.py): building these statements with the ORM was about 40% of a worker's CPU
 per run, and each write the engine makes is really several rows that must land together. On PostgreSQL each function
 below is ONE statement: a data-modifying CTE puts the run's fenced UPDATE and the rows that depend on it in one
-round trip, in autocommit (one statement is one transaction), prepared once per connection. On SQLite (the
-embedded default), which has no data-modifying CTEs, the same writes are ORM statements in one transaction.
+round trip, in autocommit (one statement is one transaction), prepared once per connection.
 
 What doesn't change: every write that touches a run names the claim this worker holds and the statuses it may leave
 (`runs/transitions.py`), so a worker that lost its run writes nothing; an HTTP tool call is recorded as `running`
@@ -26,17 +25,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
-from django.db.models import F, JSONField
-from django.db.models.functions import Coalesce
+from django.db.models import JSONField
 
 from agents.models import Agent, AgentVersion
-from agents.selectors import searchable_sources
 from hooks import outbox
 from kagent.egress import EgressRecord
 from kagent.ids import new_id
 from kagent.models import ApiKey, EgressEvent
-from kagent.sql import Alongside, execute, postgres
+from kagent.sql import Alongside, execute
 from runs import events, transitions
 from runs.models import EndUser, Run, RunEvent, RunStep, ToolCall
 from runs.models import Message as ChatMessage
@@ -122,20 +118,6 @@ def latest_version(*, project_id: str, agent_id: str) -> tuple[Agent, AgentVersi
     """The agent with its latest published version, and whether it has searchable knowledge (the rule of
     `agents.selectors.searchable_sources`, which a test keeps equal), in one query; None when the agent isn't there
     or has no version."""
-    if not postgres():
-        version = (
-            AgentVersion.objects.select_related("agent")
-            .filter(
-                project_id=project_id,
-                agent_id=agent_id,
-                agent__deleted_at__isnull=True,
-                number=F("agent__latest_version_number"),
-            )
-            .first()
-        )
-        if version is None:
-            return None
-        return version.agent, version, searchable_sources(project_id=project_id, agent_id=agent_id).exists()
     rows = execute(_LATEST_VERSION_SQL, {"agent": agent_id, "project": project_id})
     if not rows:
         return None
@@ -180,11 +162,6 @@ def insert_run(run: Run) -> None:
     """A new run's row and its `run.queued` event (one statement: a one-shot run is made without a transaction
     around it). No stream is woken: nobody outside this request knows the run's id yet, and a stream or a wait this
     request opens (`"stream": true`, `wait`) reads the events after it subscribed."""
-    if not postgres():
-        with transaction.atomic():
-            run.save(force_insert=True)
-            RunEvent.objects.create(run_id=run.pk, type=RunEvent.Type.QUEUED)
-        return
     values = [_db_value(getattr(run, name), is_json) for name, is_json in _RUN_VALUES]
     execute(_INSERT_RUN_SQL, [*values, RunEvent.Type.QUEUED])
     run._state.adding = False
@@ -242,42 +219,32 @@ FROM claimed LEFT JOIN runs_enduser AS end_user ON end_user.id = claimed.end_use
 def claim(run_id: str, *, now: datetime, lease_until: datetime) -> Run | None:
     """Claims a queued run (exactly one worker wins) and loads what the engine needs of it, with its end user."""
     move = transitions.CLAIM
-    if postgres():
-        rows = execute(
-            _CLAIM_SQL,
-            {
-                "run": run_id,
-                "target": move.target,
-                "now": now,
-                "lease": lease_until,
-                "event": RunEvent.Type.IN_PROGRESS,
-            },
+    rows = execute(
+        _CLAIM_SQL,
+        {
+            "run": run_id,
+            "target": move.target,
+            "now": now,
+            "lease": lease_until,
+            "event": RunEvent.Type.IN_PROGRESS,
+        },
+    )
+    if not rows:
+        return None
+    values = dict(zip((*_RUN_COLUMNS, "followed", "external_id", "traits"), rows[0], strict=True))
+    events.notify_if_followed(run_id, values.pop("followed"))
+    external_id, traits = values.pop("external_id"), values.pop("traits")
+    for column in _JSON_COLUMNS:
+        values[column] = _loaded(values[column])
+    run = Run(**values)
+    run._state.adding = False
+    if run.end_user_id is not None:
+        run.end_user = EndUser(
+            id=run.end_user_id, project_id=run.project_id, external_id=external_id, traits=_loaded(traits) or {}
         )
-        if not rows:
-            return None
-        values = dict(zip((*_RUN_COLUMNS, "followed", "external_id", "traits"), rows[0], strict=True))
-        events.notify_if_followed(run_id, values.pop("followed"))
-        external_id, traits = values.pop("external_id"), values.pop("traits")
-        for column in _JSON_COLUMNS:
-            values[column] = _loaded(values[column])
-        run = Run(**values)
-        run._state.adding = False
-        if run.end_user_id is not None:
-            run.end_user = EndUser(
-                id=run.end_user_id, project_id=run.project_id, external_id=external_id, traits=_loaded(traits) or {}
-            )
-        else:
-            run.end_user = None
-        return run
-    with transaction.atomic():  # the transition records its run.in_progress event
-        claimed = transitions.transition(
-            run_id,
-            move,
-            started_at=Coalesce(F("started_at"), now),
-            lease_expires_at=lease_until,
-            claims=F("claims") + 1,
-        )
-    return Run.objects.select_related("end_user").get(pk=run_id) if claimed else None
+    else:
+        run.end_user = None
+    return run
 
 
 # --- a round: the model's step, its tool calls (the first one already decided) ------------------------------------
@@ -387,38 +354,27 @@ def record_round(
     """The model's step and the tool calls it asked for, with the round count, the transcript and their events, in
     one fenced write. Not written when a cancel arrived (CANCELLED), unless `despite_cancel`."""
     refs = _step_events(step, calls)
-    if postgres():
-        params: dict[str, Any] = {
-            "run": run.pk,
-            "held_status": S.IN_PROGRESS,
-            "held_by": held_by,
-            "rounds": rounds,
-            "transcript": _json(transcript),
-            "usage": _json(run.usage),
-            "lease": lease_until,
-            "despite_cancel": despite_cancel,
-            **_step_params(step),
-        }
-        for i, call in enumerate(calls):
-            for name, kind in _TOOL_CALL_COLUMNS:
-                params[f"c{i}_{name}"] = _call_value(call, name, kind)
-        for i, ref in enumerate(refs):
-            params[f"v{i}_type"], params[f"v{i}_ref"] = RunEvent.Type.STEP_CREATED, ref
-        written, followed = execute(_round_sql(len(calls), len(refs)), params)[0]
-        if written:
-            events.notify_if_followed(run.pk, followed)
-            return Fence.WRITTEN
-        return _fence_missed(run.pk, held_by)
-    with transaction.atomic():
-        fields = {"rounds": rounds, "transcript": transcript, "usage": run.usage, "lease_expires_at": lease_until}
-        where = {} if despite_cancel else {"cancel_requested": False}
-        if not transitions.update_held(run.pk, held_by=held_by, where=where, **fields):
-            return _fence_missed(run.pk, held_by)
-        step.save(force_insert=True)
-        ToolCall.objects.bulk_create(calls)
-        for ref in refs:
-            events.record(run.pk, RunEvent.Type.STEP_CREATED, ref=ref)
-    return Fence.WRITTEN
+    params: dict[str, Any] = {
+        "run": run.pk,
+        "held_status": S.IN_PROGRESS,
+        "held_by": held_by,
+        "rounds": rounds,
+        "transcript": _json(transcript),
+        "usage": _json(run.usage),
+        "lease": lease_until,
+        "despite_cancel": despite_cancel,
+        **_step_params(step),
+    }
+    for i, call in enumerate(calls):
+        for name, kind in _TOOL_CALL_COLUMNS:
+            params[f"c{i}_{name}"] = _call_value(call, name, kind)
+    for i, ref in enumerate(refs):
+        params[f"v{i}_type"], params[f"v{i}_ref"] = RunEvent.Type.STEP_CREATED, ref
+    written, followed = execute(_round_sql(len(calls), len(refs)), params)[0]
+    if written:
+        events.notify_if_followed(run.pk, followed)
+        return Fence.WRITTEN
+    return _fence_missed(run.pk, held_by)
 
 
 def _fence_missed(run_id: str, held_by: int) -> Fence:
@@ -446,33 +402,20 @@ RETURNING id
 def mark_running(call: ToolCall, *, run_id: str, held_by: int, now: datetime, lease_until: datetime) -> Fence:
     """Records that `call` is about to be sent (with its policy decision), fenced on the run and on no cancel having
     arrived. After a crash a `running` call is sent again with the same id, never forgotten."""
-    if postgres():
-        params = {
-            "run": run_id,
-            "held_status": S.IN_PROGRESS,
-            "held_by": held_by,
-            "lease": lease_until,
-            "call": call.pk,
-            "status": ToolCall.Status.RUNNING,
-            "now": now,
-            **{name: getattr(call, name) for name in _DECISION_FIELDS},
-        }
-        params["arguments"] = None if call.arguments is None else _json(call.arguments)
-        if execute(_RUNNING_SQL, params):
-            return Fence.WRITTEN
-        return _fence_missed(run_id, held_by)
-    with transaction.atomic():
-        if not transitions.update_held(
-            run_id, held_by=held_by, where={"cancel_requested": False}, lease_expires_at=lease_until
-        ):
-            return _fence_missed(run_id, held_by)
-        ToolCall.objects.filter(pk=call.pk).update(
-            status=ToolCall.Status.RUNNING,
-            attempts=F("attempts") + 1,
-            started_at=now,
-            **{name: getattr(call, name) for name in _DECISION_FIELDS},
-        )
-    return Fence.WRITTEN
+    params = {
+        "run": run_id,
+        "held_status": S.IN_PROGRESS,
+        "held_by": held_by,
+        "lease": lease_until,
+        "call": call.pk,
+        "status": ToolCall.Status.RUNNING,
+        "now": now,
+        **{name: getattr(call, name) for name in _DECISION_FIELDS},
+    }
+    params["arguments"] = None if call.arguments is None else _json(call.arguments)
+    if execute(_RUNNING_SQL, params):
+        return Fence.WRITTEN
+    return _fence_missed(run_id, held_by)
 
 
 _EGRESS_COLUMNS = (
@@ -549,26 +492,16 @@ def record_result(call: ToolCall, *, now: datetime, egress: Sequence[EgressRecor
         "now": now,
         "event": RunEvent.Type.STEP_CREATED,
     }
-    if postgres():
-        records = list(egress)
-        if len(records) == 1:
-            params.update({f"e_{k}": v for k, v in _egress_values(records[0], now).items()})
-            written, followed = execute(_RESULT_WITH_EGRESS_SQL, params)[0]
-        else:
-            written, followed = execute(_RESULT_SQL, params)[0]
-            if records:
-                EgressEvent.objects.bulk_create([EgressEvent(**_egress_values(r, now)) for r in records])
-        if written:
-            events.notify_if_followed(call.run_id, followed)
-        return
-    with transaction.atomic():
-        updated = ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.RUNNING).update(
-            status=call.status, result=call.result, upstream=call.upstream, finished_at=now
-        )
-        if updated:
-            events.record(call.run_id, RunEvent.Type.STEP_CREATED, ref=call.pk)
-        if egress:
-            EgressEvent.objects.bulk_create([EgressEvent(**_egress_values(r, now)) for r in egress])
+    records = list(egress)
+    if len(records) == 1:
+        params.update({f"e_{k}": v for k, v in _egress_values(records[0], now).items()})
+        written, followed = execute(_RESULT_WITH_EGRESS_SQL, params)[0]
+    else:
+        written, followed = execute(_RESULT_SQL, params)[0]
+        if records:
+            EgressEvent.objects.bulk_create([EgressEvent(**_egress_values(r, now)) for r in records])
+    if written:
+        events.notify_if_followed(call.run_id, followed)
 
 
 # --- the end: completed with the answer --------------------------------------------------------------------------
@@ -605,56 +538,27 @@ def complete(
 ) -> Fence:
     """The run completed with its answer: the final step and, in a session, the assistant's message, in one write."""
     move = transitions.COMPLETE
-    if postgres():
-        params = {
-            "run": run.pk,
-            "target": move.target,
-            "held_by": held_by,
-            "output": _json(output),
-            "transcript": _json(transcript),
-            "usage": _json(run.usage),
-            "now": now,
-            "message_id": new_id("msg"),
-            "role": ChatMessage.Role.ASSISTANT,
-            "text": text,
-            "claims": _json(output.get("unverified_claims") or []),
-            "step_event": RunEvent.Type.STEP_CREATED,
-            "done_event": RunEvent.Type.COMPLETED,
-            "webhook_event": new_id("evt"),
-            **_step_params(step),
-        }
-        written, webhook_event, followed = execute(_COMPLETE_SQL, params)[0]
-        if written:
-            events.notify_if_followed(run.pk, followed)
-            if webhook_event is not None:
-                outbox.dispatch_on_commit(webhook_event)
-            return Fence.WRITTEN
-        return _fence_missed(run.pk, held_by)
-    with transaction.atomic():
-        if not transitions.transition(
-            run.pk,
-            move,
-            held_by=held_by,
-            where={"cancel_requested": False},
-            output=output,
-            completed_at=now,
-            lease_expires_at=None,
-            transcript=transcript,
-            usage=run.usage,
-            record_event=False,  # after the final step's
-        ):
-            return _fence_missed(run.pk, held_by)
-        step.save(force_insert=True)
-        events.record(run.pk, RunEvent.Type.STEP_CREATED, ref=step.pk)
-        events.record_status(run.pk, S.COMPLETED)
-        if run.session_id is not None:  # one-shot runs keep their text on the run itself
-            ChatMessage.objects.create(
-                project_id=run.project_id,
-                session_id=run.session_id,
-                run_id=run.pk,
-                role=ChatMessage.Role.ASSISTANT,
-                content=text,
-                unverified_claims=output.get("unverified_claims") or [],
-                created_at=now,
-            )
-    return Fence.WRITTEN
+    params = {
+        "run": run.pk,
+        "target": move.target,
+        "held_by": held_by,
+        "output": _json(output),
+        "transcript": _json(transcript),
+        "usage": _json(run.usage),
+        "now": now,
+        "message_id": new_id("msg"),
+        "role": ChatMessage.Role.ASSISTANT,
+        "text": text,
+        "claims": _json(output.get("unverified_claims") or []),
+        "step_event": RunEvent.Type.STEP_CREATED,
+        "done_event": RunEvent.Type.COMPLETED,
+        "webhook_event": new_id("evt"),
+        **_step_params(step),
+    }
+    written, webhook_event, followed = execute(_COMPLETE_SQL, params)[0]
+    if written:
+        events.notify_if_followed(run.pk, followed)
+        if webhook_event is not None:
+            outbox.dispatch_on_commit(webhook_event)
+        return Fence.WRITTEN
+    return _fence_missed(run.pk, held_by)

@@ -5,7 +5,7 @@ subscribes, says that it follows the run (`events.follow`: the engine wakes only
 Two forms of the same loop: a generator for WSGI servers (`bin/run`'s development server, gunicorn; it holds a
 thread while it streams) and an async generator for the ASGI server (`uvicorn kagent.asgi:application`, which
 serves `/v1/runs/{id}/events` in production without a thread per stream: see docker-compose.yml). Woken by the
-engine's notifications on Redis pub/sub, or looking every second without Redis (the embedded default).
+engine's notifications on Redis pub/sub.
 
 Each API key (a publishable key: each client address) may hold KAGENT_STREAMS_PER_KEY streams open at once (a
 sorted set of open streams in Redis, each refreshed with its keep-alive, so a stream whose server died stops counting
@@ -45,7 +45,6 @@ FOLLOW_S = KEEPALIVE_S * 4  # a stream says it follows its run for this long, an
 WAIT_MARGIN_S = 5.0  # a wait follows its run this much longer than it waits
 MAX_STREAM_S = 600.0  # then the stream ends; a client resumes with Last-Event-ID
 MAX_WSGI_STREAM_S = 120.0  # a WSGI server's stream holds a thread: shorter, resumed the same way
-POLL_WITHOUT_REDIS_S = 1.0
 OPEN_TTL_S = 60
 RETRY_MS = 2000
 SETTLED = frozenset({*Run.TERMINAL, Run.Status.REQUIRES_ACTION})
@@ -60,12 +59,9 @@ class KeySlot:
         self.name = f"kagent:{kind}:{owner}"
         self.limit = limit
         self.id = uuid.uuid4().hex
-        self.url = events.redis_url()
 
     def try_take(self) -> bool:
-        if not self.url:
-            return True
-        client = events._redis(self.url)
+        client = events.redis_client()
         now = time.time()
         pipe = client.pipeline()
         pipe.zremrangebyscore(self.name, 0, now - OPEN_TTL_S)
@@ -78,15 +74,13 @@ class KeySlot:
         return False
 
     def refresh(self) -> None:
-        if self.url:
-            events._redis(self.url).zadd(self.name, {self.id: time.time()})
+        events.redis_client().zadd(self.name, {self.id: time.time()})
 
     def release(self) -> None:
-        if self.url:
-            try:
-                events._redis(self.url).zrem(self.name, self.id)
-            except Exception:  # it stops counting within OPEN_TTL_S anyway
-                events.logger.warning("could not release a slot of %s", self.name, exc_info=True)
+        try:
+            events.redis_client().zrem(self.name, self.id)
+        except Exception:  # it stops counting within OPEN_TTL_S anyway
+            events.logger.warning("could not release a slot of %s", self.name, exc_info=True)
 
 
 class StreamSlot(KeySlot):
@@ -169,21 +163,16 @@ def wait_settled(run_id: str, owner: str, seconds: float, *, followed_until: dat
         if not slot.try_take():
             return False
         deadline = time.monotonic() + seconds
-        url = events.redis_url()
-        if url:
-            subscription = events._redis(url).pubsub(ignore_subscribe_messages=True)
-            subscription.subscribe(events.channel(run_id))  # before looking: no event is missed in between
-            _follow_unless(run_id, followed_until, seconds + WAIT_MARGIN_S, needed=seconds)
+        subscription = events.redis_client().pubsub(ignore_subscribe_messages=True)
+        subscription.subscribe(events.channel(run_id))  # before looking: no event is missed in between
+        _follow_unless(run_id, followed_until, seconds + WAIT_MARGIN_S, needed=seconds)
         while True:
             if _settled(run_id):
                 return True
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            if subscription is not None:
-                subscription.get_message(timeout=min(left, 1.0))
-            else:
-                time.sleep(min(left, POLL_WITHOUT_REDIS_S / 4))
+            subscription.get_message(timeout=min(left, 1.0))
     except OUTAGES:
         events.logger.warning("a wait on %s ended early: redis or the database is out of reach", run_id, exc_info=True)
         return False
@@ -267,12 +256,10 @@ def stream(
     subscription = None
     try:
         yield f"retry: {RETRY_MS}\n\n".encode()
-        url = events.redis_url()
-        if url:
-            subscription = events._redis(url).pubsub(ignore_subscribe_messages=True)
-            subscription.subscribe(events.channel(run_id))
-            _follow_unless(run_id, followed_until, FOLLOW_S, needed=FOLLOW_S - KEEPALIVE_S)
-            followed_at = time.monotonic()
+        subscription = events.redis_client().pubsub(ignore_subscribe_messages=True)
+        subscription.subscribe(events.channel(run_id))
+        _follow_unless(run_id, followed_until, FOLLOW_S, needed=FOLLOW_S - KEEPALIVE_S)
+        followed_at = time.monotonic()
         while True:
             batch, finished = _next(run_id, after, full_steps=full_steps)
             if finished:
@@ -286,11 +273,8 @@ def stream(
                     return
             if time.monotonic() - started > MAX_WSGI_STREAM_S:
                 return
-            if subscription is not None:
-                subscription.get_message(timeout=KEEPALIVE_S)
-            else:
-                time.sleep(POLL_WITHOUT_REDIS_S)
-            if subscription is not None and time.monotonic() - followed_at >= KEEPALIVE_S:
+            subscription.get_message(timeout=KEEPALIVE_S)
+            if time.monotonic() - followed_at >= KEEPALIVE_S:
                 events.follow(run_id, FOLLOW_S)  # however busy the stream: its mark must not run out
                 followed_at = time.monotonic()
             if time.monotonic() - last_sent >= KEEPALIVE_S:
@@ -321,13 +305,11 @@ async def astream(
     subscription: Any = None
     try:
         yield f"retry: {RETRY_MS}\n\n".encode()
-        url = events.redis_url()
-        if url:
-            client = redis.asyncio.Redis.from_url(url)
-            subscription = client.pubsub(ignore_subscribe_messages=True)
-            await subscription.subscribe(events.channel(run_id))
-            await follow(run_id, followed_until, FOLLOW_S, FOLLOW_S - KEEPALIVE_S)
-            followed_at = time.monotonic()
+        client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+        subscription = client.pubsub(ignore_subscribe_messages=True)
+        await subscription.subscribe(events.channel(run_id))
+        await follow(run_id, followed_until, FOLLOW_S, FOLLOW_S - KEEPALIVE_S)
+        followed_at = time.monotonic()
         while True:
             batch, finished = await fetch(run_id, after, full_steps=full_steps)
             if finished:
@@ -341,13 +323,8 @@ async def astream(
                     return
             if time.monotonic() - started > MAX_STREAM_S:
                 return
-            if subscription is not None:
-                await subscription.get_message(timeout=KEEPALIVE_S)
-            else:
-                import asyncio
-
-                await asyncio.sleep(POLL_WITHOUT_REDIS_S)
-            if subscription is not None and time.monotonic() - followed_at >= KEEPALIVE_S:
+            await subscription.get_message(timeout=KEEPALIVE_S)
+            if time.monotonic() - followed_at >= KEEPALIVE_S:
                 await follow(run_id, None, FOLLOW_S, FOLLOW_S)  # however busy the stream: its mark must not run out
                 followed_at = time.monotonic()
             if time.monotonic() - last_sent >= KEEPALIVE_S:

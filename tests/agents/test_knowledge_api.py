@@ -33,10 +33,10 @@ RESPONSE = {
 @pytest.fixture
 def sent(monkeypatch: Any) -> list[tuple[str, tuple[Any, ...]]]:
     """Tasks queued by the services (by name, after commit), instead of a broker."""
-    from kagent.celery import app
+    from kagent import broker
 
     queued: list[tuple[str, tuple[Any, ...]]] = []
-    monkeypatch.setattr(app, "send_task", lambda name, args=(), **kw: queued.append((name, tuple(args))))
+    monkeypatch.setattr(broker, "send", lambda name, *args, **kw: queued.append((name, args)))
     return queued
 
 

@@ -1,16 +1,20 @@
-"""The run's task message sent without kombu's producer (`kagent.broker.send_lean`) is, field for field, what Celery's
-`send_task` sends, so a worker reads it as any task (every worker test runs its runs from such messages)."""
+"""A task message sent without kombu's producer (`kagent.broker.send`, the one way the product queues a task) is,
+field for field, what Celery's `send_task` sends, so a worker reads it as any task (every worker test runs its
+runs from such messages); and a run's message that a worker holds is kept in memory only (`kagent.broker.QoS`)."""
 
 from __future__ import annotations
 
 import base64
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import redis
 from celery.app.registry import TaskRegistry
+from django.conf import settings
 
 from kagent import broker
 from kagent.celery import app
@@ -18,7 +22,7 @@ from runs import queue
 
 
 def popped(queue_name: str) -> dict[str, Any]:
-    raw = redis.Redis.from_url(app.conf.broker_url).rpop(queue_name)
+    raw = redis.Redis.from_url(settings.REDIS_URL).rpop(queue_name)
     assert raw is not None, "nothing on the queue"
     return json.loads(raw)
 
@@ -35,9 +39,9 @@ def without_ids(message: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("registered", [False, True])
-def test_the_lean_message_is_what_send_task_sends(celery_queue, registered, monkeypatch):
+def test_the_message_is_what_send_task_sends(celery_queue, registered, monkeypatch):
     # send_task takes the task's own time limits into the headers when this process has it registered (once the
-    # app is finalized, as in a worker; a web process usually hasn't): the lean message does the same.
+    # app is finalized, as in a worker; a web process usually hasn't): `send` does the same.
     if registered:
         import runs.tasks  # noqa: F401  # what a worker has imported
 
@@ -45,15 +49,14 @@ def test_the_lean_message_is_what_send_task_sends(celery_queue, registered, monk
         assert app._tasks.get(queue.EXECUTE_TASK) is not None
     else:
         monkeypatch.setattr(app, "_tasks", TaskRegistry())
-    assert broker.lean_possible(app)  # the configuration the product (and the worker tests) run with Redis
     run_id = "run_01jh2m4c6kx8t3v5n7q9s1w3y5"
     app.send_task(queue.EXECUTE_TASK, args=(run_id,), argsrepr=f"('{run_id}',)", kwargsrepr="{}")
     sent_by_celery = popped(celery_queue)
     queue.send_run(run_id)
-    sent_lean = popped(celery_queue)
-    assert sent_lean["properties"]["delivery_info"]["routing_key"] == celery_queue
-    assert sent_lean["headers"]["timelimit"] == ([900, 870] if registered else [None, None])
-    assert without_ids(sent_lean) == without_ids(sent_by_celery)
+    sent = popped(celery_queue)
+    assert sent["properties"]["delivery_info"]["routing_key"] == celery_queue
+    assert sent["headers"]["timelimit"] == ([900, 870] if registered else [None, None])
+    assert without_ids(sent) == without_ids(sent_by_celery)
     # And two messages never share an id (a worker's ack names the delivery tag).
     queue.send_run(run_id)
     queue.send_run(run_id)
@@ -62,111 +65,72 @@ def test_the_lean_message_is_what_send_task_sends(celery_queue, registered, monk
     assert first["properties"]["delivery_tag"] != second["properties"]["delivery_tag"]
 
 
-@pytest.mark.parametrize(
-    "setting, value",
-    [
-        ("task_routes", {"runs.execute": {"queue": "elsewhere"}}),
-        ("task_always_eager", True),
-        ("broker_transport_options", {"visibility_timeout": 3600, "global_keyprefix": "shared:"}),
-        ("broker_use_ssl", {"ssl_cert_reqs": "required"}),
-        ("broker_write_url", "redis://127.0.0.1:6379/9"),
-        ("broker_url", "rediss://127.0.0.1:6379/9"),
-    ],
-)
-def test_anything_the_lean_message_does_not_know_goes_through_send_task(setting, value, monkeypatch):
-    monkeypatch.setitem(app.conf, setting, value)
-    assert not broker.lean_possible(app)
-    sent: list[Any] = []
-    monkeypatch.setattr(app, "send_task", lambda *args, **kwargs: sent.append((args, kwargs)))
-    queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y5")
-    assert sent == [
-        (
-            ("runs.execute",),
-            {
-                "args": ("run_01jh2m4c6kx8t3v5n7q9s1w3y5",),
-                "argsrepr": "('run_01jh2m4c6kx8t3v5n7q9s1w3y5',)",
-                "kwargsrepr": "{}",
-            },
-        )
-    ]
+def test_a_message_for_later_carries_its_eta_as_send_task_does(celery_queue):
+    app.send_task("hooks.deliver", args=("whd_a",), countdown=30, argsrepr="('whd_a',)", kwargsrepr="{}")
+    by_celery = popped(celery_queue)
+    broker.send("hooks.deliver", "whd_a", countdown=30)
+    sent = popped(celery_queue)
+    eta, celery_eta = (
+        datetime.fromisoformat(sent["headers"]["eta"]),
+        datetime.fromisoformat(by_celery["headers"]["eta"]),
+    )
+    assert abs((eta - celery_eta).total_seconds()) < 5 and eta > datetime.now(UTC) + timedelta(seconds=20)
+    by_celery["headers"]["eta"] = sent["headers"]["eta"] = "<eta>"
+    assert without_ids(sent) == without_ids(by_celery)
 
 
-def test_a_publish_signal_receiver_or_a_task_sending_goes_through_send_task(monkeypatch):
-    from celery import signals
-
-    def receiver(**kwargs: Any) -> None:
-        pass
-
-    signals.before_task_publish.connect(receiver)
-    try:
-        assert not broker.lean_possible(app)
-    finally:
-        signals.before_task_publish.disconnect(receiver)
-    assert broker.lean_possible(app)
-    monkeypatch.setattr(type(app), "current_worker_task", property(lambda self: object()))
-    assert not broker.lean_possible(app)  # the sweeper's resend: Celery records the task's lineage
+def test_a_task_sent_by_a_task_carries_its_lineage_as_send_task_does(celery_queue, monkeypatch):
+    parent = SimpleNamespace(
+        request=SimpleNamespace(id="parent-task", root_id="root-task"), add_trail=lambda result: None
+    )
+    monkeypatch.setattr(type(app), "current_worker_task", property(lambda self: parent))
+    app.send_task(queue.EXECUTE_TASK, args=("run_a",), argsrepr="('run_a',)", kwargsrepr="{}")
+    by_celery = popped(celery_queue)
+    queue.send_run("run_a")
+    sent = popped(celery_queue)
+    assert sent["headers"]["parent_id"] == by_celery["headers"]["parent_id"] == "parent-task"
+    assert sent["headers"]["root_id"] == by_celery["headers"]["root_id"] == "root-task"
 
 
-def test_a_task_with_options_the_lean_message_lacks_goes_through_send_task(monkeypatch):
+def test_a_task_with_options_the_message_lacks_is_refused_before_anything_is_sent(celery_queue, monkeypatch):
     import runs.tasks  # noqa: F401
 
     app.finalize()
     task = app._tasks[queue.EXECUTE_TASK]
     monkeypatch.setattr(task, "_exec_options", {**task._get_exec_options(), "priority": 5})
-    assert not broker.send_lean(app, queue.EXECUTE_TASK, ("run_x",), "('run_x',)")
-    sent: list[Any] = []
-    monkeypatch.setattr(app, "send_task", lambda *args, **kwargs: sent.append(args))
-    queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y5")
-    assert sent == [("runs.execute",)]
+    with pytest.raises(ValueError, match="priority"):
+        queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y5")
+    assert redis.Redis.from_url(settings.REDIS_URL).llen(celery_queue) == 0
 
 
 def test_the_runs_waiting_on_the_queue_are_read_from_every_priority_list(celery_queue):
     assert queue.runs_waiting() == set()
     queue.send_run("run_a")
     app.send_task(queue.EXECUTE_TASK, args=("run_b",), priority=6)  # kombu's list of priority 6
-    app.send_task("hooks.deliver", args=("run_c",))  # another task: names no run
+    broker.send("hooks.deliver", "run_c")  # another task: names no run
     assert queue.runs_waiting() == {"run_a", "run_b"}
     # More waiting than it will read: it can't tell (the sweeper then keeps to KAGENT_RUN_RESEND_SECONDS).
-    assert broker.waiting_arguments(app, queue.EXECUTE_TASK, limit=2) is None
-    client = redis.Redis.from_url(app.conf.broker_url)
+    assert broker.waiting_arguments(queue.EXECUTE_TASK, limit=2) is None
+    client = redis.Redis.from_url(settings.REDIS_URL)
     client.lpush(celery_queue, b"not json")
     client.delete(celery_queue + "\x06\x166")
     assert queue.runs_waiting() == {"run_a"}  # what isn't a task message is skipped
 
 
-def test_a_queue_it_cannot_read_is_none(celery_queue):
+def test_a_queue_out_of_reach_is_none(celery_queue, monkeypatch, tmp_path):
     queue.send_run("run_a")
-    previous, app.conf.task_routes = app.conf.task_routes, {queue.EXECUTE_TASK: {"queue": "elsewhere"}}
-    try:
-        assert queue.runs_waiting() is None  # the runs' messages may be on another queue
-    finally:
-        app.conf.task_routes = previous
-    assert queue.runs_waiting() == {"run_a"}
-
-
-def test_whether_the_lean_message_may_go_follows_the_configuration_as_it_changes(settings):
-    """What `lean_possible` knows of the configuration is kept between runs, and forgotten when it changes: a
-    setting of the app's, or Django's settings under which Celery reads its own."""
-    assert broker.lean_possible(app)
-    app.conf.task_always_eager = True
-    try:
-        assert not broker.lean_possible(app)
-    finally:
-        del app.conf["task_always_eager"]
-    assert broker.lean_possible(app)
-    settings.CELERY_TASK_DEFAULT_PRIORITY = 5
-    assert not broker.lean_possible(app)
-    del settings.CELERY_TASK_DEFAULT_PRIORITY
-    assert broker.lean_possible(app)
+    gone = redis.Redis.from_url(f"unix://{tmp_path}/no-redis.sock", socket_connect_timeout=1)
+    monkeypatch.setattr(broker, "_client", lambda url: gone)
+    assert queue.runs_waiting() is None  # the sweeper can't tell: it keeps to KAGENT_RUN_RESEND_SECONDS
 
 
 def test_a_run_message_a_worker_holds_has_no_copy_in_redis_and_goes_back_from_memory(celery_queue):
     """kombu keeps a copy of every message a worker holds in Redis (its acknowledgement emulation: two transactions
     per task). A run's message is held in memory only — the sweeper recovers a run whose worker died — and still
     goes back to the queue when the task asks it (a child process lost) or the worker stops holding it."""
-    client = redis.Redis.from_url(app.conf.broker_url)
+    client = redis.Redis.from_url(settings.REDIS_URL)
     queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y5")
-    app.send_task("runs.sweep")  # a task that isn't swept: kombu's copy as usual
+    broker.send("runs.sweep")  # a task that isn't swept: kombu's copy as usual
     with app.connection_for_read() as connection:
         channel = connection.channel()
         try:
@@ -197,21 +161,6 @@ def test_a_run_message_a_worker_holds_has_no_copy_in_redis_and_goes_back_from_me
             channel.close()
 
 
-def test_whether_the_lean_message_may_go_is_answered_before_the_app_has_read_its_configuration(settings):
-    """A process's first run (a web worker just started) asks `lean_possible` of an app that hasn't read its
-    configuration yet: Celery's `conf.changes` is then a placeholder that reads the whole configuration, Django's
-    settings included, when iterated; the answer must be the configured app's all the same."""
-    from celery import Celery
-
-    fresh = Celery("kagent")
-    fresh.config_from_object("django.conf:settings", namespace="CELERY")
-    settings.CELERY_TASK_ALWAYS_EAGER = False  # under overridden settings, as in any test
-    assert not fresh.configured
-    assert broker.lean_possible(fresh) is broker.lean_possible(app) is True
-    fresh.conf.task_always_eager = True
-    assert not broker.lean_possible(fresh)
-
-
 def test_a_run_message_still_held_when_the_worker_closes_its_channel_goes_back_to_the_queue(celery_queue):
     """A worker's shutdown (warm or cold) closes its channel, and kombu restores what it still holds
     (`restore_unacked_once`, after flushing what was acknowledged): a held run's message from memory, once; an
@@ -227,4 +176,4 @@ def test_a_run_message_still_held_when_the_worker_closes_its_channel_goes_back_t
     back = popped(celery_queue)
     assert back["headers"]["redelivered"] is True and back["properties"]["delivery_tag"] == held.delivery_tag
     assert json.loads(base64.b64decode(back["body"]))[0] == ["run_01jh2m4c6kx8t3v5n7q9s1w3y8"]
-    assert redis.Redis.from_url(app.conf.broker_url).llen(celery_queue) == 0
+    assert redis.Redis.from_url(settings.REDIS_URL).llen(celery_queue) == 0
