@@ -95,9 +95,8 @@ class KnowledgeSource(models.Model):
 class KnowledgePassage(models.Model):
     """A part of a knowledge source, the unit `search_knowledge` finds and returns.
 
-    The search index is not a Django field: on PostgreSQL the column `search_vector` (tsvector, GIN index) of this
-    table, on SQLite the FTS5 table `agents_knowledgepassage_fts` (rowid = this id). Both are written in the same
-    transaction as the passage rows (agents.knowledge.index), and go away with them.
+    The search index is not a Django field: the column `search_vector` (tsvector, GIN index) of this table, added
+    by migration 0003 and written in the same transaction as the passage rows (agents.knowledge.index).
     """
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")

@@ -1,19 +1,14 @@
-"""The search index over knowledge passages, on PostgreSQL and on SQLite, and the one ranked query on each.
+"""The search index over knowledge passages on PostgreSQL, and the one ranked query over it.
 
-Both hold the terms of `agents.knowledge.terms` (the same function reads the query), and both rank with BM25
-(k1 = 1.2, b = 0.75) over the passage's title terms, counted twice, and text terms:
+The index is the column `search_vector tsvector` of agents_knowledgepassage with a GIN index (migration
+agents/0003). The vector is written as a tsvector literal of the terms of `agents.knowledge.terms` (the same function
+reads the query; no text search parser or dictionary in between: 'simple' matching on already normalised terms),
+title terms weighted A. The query is an OR of the terms (`@@`, answered by the GIN index) restricted to the agent's
+searchable sources, ranked by BM25 (k1 = 1.2, b = 0.75, title terms counted twice) computed in the same statement
+from the matching vectors (`unnest` gives each term's positions: its frequency), with document frequencies and the
+average length taken over the agent's searchable passages.
 
-- PostgreSQL: the column `search_vector tsvector` of agents_knowledgepassage with a GIN index. The vector is
-  written as a tsvector literal of our terms (no text search parser or dictionary in between: 'simple' matching on
-  already normalised terms), title terms weighted A. The query is an OR of the terms (`@@`, answered by the GIN
-  index) restricted to the agent's searchable sources; BM25 is computed in the same statement from the matching
-  vectors (`unnest` gives each term's positions: its frequency) with document frequencies and the average length
-  taken over the agent's searchable passages.
-- SQLite: the FTS5 table `agents_knowledgepassage_fts(title, body)` (rowid = passage id) and FTS5's own `bm25()`
-  with column weights 2 and 1: the same formula, with FTS5's statistics (over the whole table) instead of the
-  agent's. A trigger deletes a passage's row from it whenever the passage row is deleted.
-
-Writes happen in the caller's transaction, next to the passage rows they index.
+Writes happen in the caller's transaction, in the passage rows they index, so the index goes away with them.
 """
 
 from __future__ import annotations
@@ -29,7 +24,6 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from agents.knowledge.passages import PassageDraft
 from agents.knowledge.terms import terms
 
-FTS_TABLE: Final = "agents_knowledgepassage_fts"
 TITLE_WEIGHT: Final = 2
 K1: Final = 1.2
 B: Final = 0.75
@@ -71,22 +65,16 @@ def write(connection: BaseDatabaseWrapper, passages: Sequence[IndexedPassage]) -
     if not passages:
         return
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            for start in range(0, len(passages), 500):
-                batch = passages[start : start + 500]
-                values = ", ".join(["(%s, %s)"] * len(batch))
-                params: list[Any] = []
-                for passage in batch:
-                    params += [passage.id, tsvector_literal(passage.title_terms, passage.body_terms)]
-                cursor.execute(
-                    "UPDATE agents_knowledgepassage AS p SET search_vector = v.vector::tsvector "  # noqa: S608
-                    f"FROM (VALUES {values}) AS v(id, vector) WHERE p.id = v.id::bigint",
-                    params,
-                )
-        else:
-            cursor.executemany(
-                f"INSERT INTO {FTS_TABLE} (rowid, title, body) VALUES (%s, %s, %s)",  # noqa: S608
-                [(p.id, " ".join(p.title_terms), " ".join(p.body_terms)) for p in passages],
+        for start in range(0, len(passages), 500):
+            batch = passages[start : start + 500]
+            values = ", ".join(["(%s, %s)"] * len(batch))
+            params: list[Any] = []
+            for passage in batch:
+                params += [passage.id, tsvector_literal(passage.title_terms, passage.body_terms)]
+            cursor.execute(
+                "UPDATE agents_knowledgepassage AS p SET search_vector = v.vector::tsvector "  # noqa: S608
+                f"FROM (VALUES {values}) AS v(id, vector) WHERE p.id = v.id::bigint",
+                params,
             )
 
 
@@ -111,7 +99,7 @@ def replace_passages(
                 position=position,
                 title=draft.title,
                 text=draft.text,
-                term_count=len(title_terms) + len(body_terms),  # BM25's document length; FTS5 counts the same
+                term_count=len(title_terms) + len(body_terms),  # BM25's document length
             )
             for position, (draft, title_terms, body_terms) in enumerate(drafted)
         ]
@@ -125,7 +113,7 @@ _SCOPE = """
     WHERE s.project_id = %(project)s AND s.searchable AND (s.agent_id = %(agent)s OR s.agent_id IS NULL)
 """
 
-_POSTGRES_SEARCH = f"""
+_SEARCH = f"""
 WITH hits AS (
     SELECT p.id, p.term_count, t.lexeme,
            cardinality(t.positions) + {TITLE_WEIGHT - 1} * cardinality(array_positions(t.weights, 'A')) AS tf
@@ -154,16 +142,6 @@ FROM ranked r JOIN agents_knowledgepassage p ON p.id = r.id
 ORDER BY r.score DESC, p.id
 """  # noqa: S608 - only constants are formatted in
 
-_SQLITE_SEARCH = f"""
-SELECT p.id, p.source_id, p.title, p.text, -bm25({FTS_TABLE}, {TITLE_WEIGHT}.0, 1.0) AS score
-FROM {FTS_TABLE} f
-JOIN agents_knowledgepassage p ON p.id = f.rowid
-{_SCOPE}
-  AND {FTS_TABLE} MATCH %(query)s
-ORDER BY bm25({FTS_TABLE}, {TITLE_WEIGHT}.0, 1.0), p.id
-LIMIT %(limit)s
-"""  # noqa: S608 - only constants are formatted in
-
 
 def search(
     connection: BaseDatabaseWrapper, *, project_id: str, agent_id: str, terms: Sequence[str], limit: int
@@ -171,15 +149,14 @@ def search(
     """The best `limit` passages of the agent's searchable sources for the query terms, best first. One query."""
     if not terms or limit < 1:
         return []
-    params: dict[str, Any] = {"project": project_id, "agent": agent_id, "limit": limit}
-    if connection.vendor == "postgresql":
-        sql = _POSTGRES_SEARCH
-        params["query"] = " | ".join(_quote(term) for term in terms)
-        params["terms"] = list(terms)
-    else:
-        sql = _SQLITE_SEARCH
-        params["query"] = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    params: dict[str, Any] = {
+        "project": project_id,
+        "agent": agent_id,
+        "limit": limit,
+        "query": " | ".join(_quote(term) for term in terms),
+        "terms": list(terms),
+    }
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(_SEARCH, params)
         rows = cursor.fetchall()
     return [Hit(passage_id=r[0], source_id=r[1], title=r[2], text=r[3], score=float(r[4])) for r in rows]
