@@ -9,13 +9,14 @@ ratios is printed. Target: hardened / plain <= 1.10.
 
 Two hardened variants are timed: the client itself (`recorder=None`: URL checks, the guarded backend, deadline
 enforcement, bounded decoding), and the client as production runs it, writing one EgressEvent row per call into a
-migrated SQLite database in a temporary folder (or `--database-url`, e.g. the PostgreSQL of CI). That second number
-is dominated by the durable insert (a commit per call), not by the client.
+migrated database: a throwaway embedded PostgreSQL (kagent/embedded.py), or `--database-url` (e.g. the machine's
+PostgreSQL). That second number is dominated by the durable insert (a commit per call), not by the client.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import ssl
 import statistics
@@ -29,11 +30,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _setup_django(tmp: Path, database_url: str) -> None:
+def _setup_django(tmp: Path, database_url: str, redis_url: str) -> None:
     os.environ.setdefault("DEBUG", "false")
     os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
     os.environ.setdefault("KAGENT_ENCRYPTION_KEYS", "a2tra2tra2tra2tra2tra2tra2tra2tra2tra2tra2s=")
-    os.environ["DATABASE_URL"] = database_url or f"sqlite:///{tmp / 'bench.sqlite3'}"
+    os.environ["DATABASE_URL"] = database_url
+    os.environ["REDIS_URL"] = redis_url
     os.environ["KAGENT_VAR_DIR"] = str(tmp / "var")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kagent.settings")
     os.environ["LOG_LEVEL"] = "WARNING"
@@ -59,14 +61,20 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300, help="requests per client per round")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument(
-        "--database-url", default="", help="where EgressEvent rows go (migrated first); default: temporary SQLite"
+        "--database-url",
+        default="",
+        help="where EgressEvent rows go (migrated first); default: a throwaway embedded PostgreSQL",
     )
     args = parser.parse_args()
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from kagent import embedded
 
-    with tempfile.TemporaryDirectory() as tmp_name:
+    servers = contextlib.nullcontext(None) if args.database_url else embedded.throwaway()
+    with tempfile.TemporaryDirectory() as tmp_name, servers as started:
         tmp = Path(tmp_name)
-        if str(ROOT) not in sys.path:
-            sys.path.insert(0, str(ROOT))
+        database_url = args.database_url or started.postgres.url()
+        redis_url = os.environ.get("REDIS_URL", "") if args.database_url else started.redis.url()
         from fakes import upstream
 
         ca_file = upstream.write_certs(tmp / "certs", "tools.test", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
@@ -83,7 +91,7 @@ def main() -> None:
             if not ready or ready[0] != "ready":
                 raise SystemExit("the benchmark server did not start")
             host = ready[1]
-            _setup_django(tmp, args.database_url)
+            _setup_django(tmp, database_url, redis_url)
 
             import httpx
             from django.conf import settings
@@ -151,7 +159,7 @@ def main() -> None:
             print(f"requests: {args.rounds} rounds x {args.requests} per client, loopback TLS, keep-alive")
             print(f"plain httpx median latency:              {us(all_plain)}")
             print(f"hardened client median latency:          {us(all_guarded)}")
-            database = "SQLite" if not args.database_url else args.database_url.split(":", 1)[0]
+            database = "embedded" if not args.database_url else "given"
             print(f"hardened + EgressEvent row ({database}):{' ' * max(1, 12 - len(database))}{us(all_logged)}")
             print(f"median ratio hardened/plain:             {statistics.median(ratios):.3f}  (target <= 1.10)")
             print(f"median ratio hardened+log/plain:         {statistics.median(ratios_logged):.3f}")

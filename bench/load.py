@@ -4,8 +4,8 @@
     .venv/bin/python bench/load.py --runs 100       # also: --concurrency 16 --workers 2 --database-url --redis-url
 
 The stack (bench/stack.py): gunicorn with gunicorn.conf.py (2 processes × 8 threads), Celery workers (prefork, 2
-children each) on Redis, a fresh PostgreSQL database (`kagent_bench_load` unless --database-url says otherwise; its
-name must contain "bench"; dropped at the end), the zero-latency scripted model (fakes/llm.py) and the business's
+children each) on Redis, a fresh PostgreSQL database (`--database-url`, whose name must contain "bench", dropped at
+the end; without it, and `--redis-url`, throwaway embedded servers of kagent/embedded.py), the zero-latency scripted model (fakes/llm.py) and the business's
 HTTPS API (fakes/upstream.py), which counts every delivery by `webhook-id`. Nothing is mocked.
 
 The runs, submitted by `--concurrency` threads of a simulated app over HTTP with the project's secret key, in
@@ -40,9 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from stack import Stack  # noqa: E402
+from stack import Stack, servers  # noqa: E402
 
-DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/kagent_bench_load"
 ORDER = "8812"
 SCRIPTS: dict[str, list[dict[str, Any]]] = {
     "load-http": [
@@ -355,11 +354,19 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16, help="the app's threads submitting runs")
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (2 children each)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for every run to end")
-    parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
-    parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
+    parser.add_argument(
+        "--database-url",
+        default="",
+        help="a PostgreSQL database to DROP and create (default: a throwaway embedded one)",
+    )
+    parser.add_argument("--redis-url", default="", help="default: a throwaway embedded Redis")
     parser.add_argument("--keep-db", action="store_true")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp_name:
+    with (
+        tempfile.TemporaryDirectory() as tmp_name,
+        servers(args.database_url, args.redis_url, "kagent_bench_load") as (database_url, redis_url),
+    ):
+        args.database_url, args.redis_url = database_url, redis_url
         tmp = Path(tmp_name)
         setup_django(args.database_url, args.redis_url, tmp)
         project_id, key = make_project("load")

@@ -118,7 +118,7 @@ def test_a_key_has_its_own_allowance_of_waits(gunicorn, settings):
     holder = threading.Thread(target=lambda: first.append(post_run(url, alice.publishable_key, agent, wait=6)))
     holder.start()
     key = ApiKey.objects.get(digest=ApiKey.digest_of(alice.publishable_key))
-    waits = events._redis(settings.REDIS_URL)
+    waits = events.redis_client()
     wait_for(lambda: waits.zcard(f"kagent:waits:key:{key.pk}:127.0.0.1") == 1, message="the first wait to begin")
     second = post_run(url, alice.publishable_key, agent, wait=6)
     assert second.status_code == 201 and second.headers["Retry-After"] == "1"
