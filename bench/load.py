@@ -5,8 +5,9 @@
 
 The stack (bench/stack.py): gunicorn with gunicorn.conf.py (2 processes × 8 threads), Celery workers (prefork, 2
 children each) on Redis, a fresh PostgreSQL database (`--database-url`, whose name must contain "bench", dropped at
-the end; without it, and `--redis-url`, throwaway embedded servers of kagent/embedded.py), the zero-latency scripted model (fakes/llm.py) and the business's
-HTTPS API (fakes/upstream.py), which counts every delivery by `webhook-id`. Nothing is mocked.
+the end; without it, and `--redis-url`, throwaway embedded servers of kagent/embedded.py), the zero-latency
+scripted model (fakes/llm.py) and the business's HTTPS API (fakes/upstream.py), which counts every delivery by
+`webhook-id`. Nothing is mocked.
 
 The runs, submitted by `--concurrency` threads of a simulated app over HTTP with the project's secret key, in
 turn (out of every five): a one-shot run calling an HTTP tool (`order_status`, GET on the business API, signed),
