@@ -17,7 +17,7 @@ from agents.knowledge.passages import split_text
 from agents.knowledge.terms import TERMS_VERSION
 from agents.models import Agent, AgentVersion, KnowledgePassage, KnowledgeSource
 from kagent import broker
-from kagent.egress import EgressError, url_check
+from kagent.egress import EgressError, destination_check
 from kagent.errors import Conflict, Unprocessable
 from kagent.inputs import UNSET, is_set
 from kagent.merge_patch import merge_patch
@@ -135,7 +135,7 @@ def knowledge_url_check(url: str) -> str:
         raise Unprocessable("invalid_url", message, details=[{"path": "$.url", "message": message}])
     try:
         split_url(url)
-        url_check(url)
+        destination_check(url)
     except Unprocessable as exc:
         raise Unprocessable(exc.code, exc.message, details=[{"path": "$.url", "message": exc.message}]) from None
     except EgressError as exc:

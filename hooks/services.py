@@ -29,11 +29,10 @@ from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from agents.services import knowledge_url_check
 from hooks import outbox
 from hooks.models import EVENT_TYPES, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from kagent import broker, crypto
-from kagent.egress import USER_AGENT, EgressClient, EgressError, get_client
+from kagent.egress import USER_AGENT, EgressClient, EgressError, destination_check, get_client
 from kagent.errors import Conflict, NotFound, Unprocessable
 from kagent.inputs import UNSET, is_set
 from kagent.masking import mask_secrets
@@ -42,6 +41,7 @@ from kagent.rendering import unix
 from kagent.selectors import project_ids_rotated
 from kagent.services import EXPIRE_BUDGET_S
 from kagent.signing import SigningError, webhook_headers
+from tools.validation import split_url
 
 DELIVER_TASK = "hooks.deliver"
 PURPOSE = "webhook"
@@ -92,11 +92,34 @@ def _check_event_types(event_types: list[str]) -> list[str]:
     return [name for name in EVENT_TYPES if name in event_types]  # the product's order, each once
 
 
+def endpoint_url_check(url: str) -> str:
+    """A webhook endpoint's URL: sent to as written (no placeholders), `https://` to port 443 or 8443 with a host name
+    and no user information (an HTTP tool's rules for the literal part of its URL), and nothing the outbound client
+    would refuse at delivery without looking it up (one of K-Agent's own hosts, an address literal in a denied
+    range): refused at save, not at the first delivery."""
+
+    def refused(message: str) -> Unprocessable:
+        return Unprocessable("invalid_url", message, details=[{"path": "$.url", "message": message}])
+
+    if "{{" in url or "}}" in url:
+        raise refused("A webhook endpoint's URL is sent to as written: it can't hold placeholders.")
+    if not url.startswith("https://"):
+        raise refused("A webhook endpoint's URL starts with https:// (https://host[:port]/path).")
+    try:
+        split_url(url)  # an HTTP tool's rules for a URL's literal part: a lower-case host name, the allowed ports…
+        destination_check(url)
+    except Unprocessable as exc:
+        raise refused(exc.message) from None
+    except EgressError as exc:
+        raise refused(f"K-Agent won't send to this URL: {exc.message}.") from None
+    return url
+
+
 def endpoint_create(
     *, project: Project, url: str, event_types: list[str], description: str = "", enabled: bool = True
 ) -> tuple[WebhookEndpoint, str]:
     """A new endpoint and its secret (shown this once)."""
-    checked_url = knowledge_url_check(url)  # an HTTP tool's URL rules: https, allowed ports, no identity in it
+    checked_url = endpoint_url_check(url)
     types = _check_event_types(event_types)
     with transaction.atomic():
         Project.objects.select_for_update().get(pk=project.pk)  # the count below holds under concurrent creates
@@ -123,7 +146,7 @@ def endpoint_update(
     (what failed meanwhile can be redelivered)."""
     changes: dict[str, Any] = {}
     if is_set(url) and url != endpoint.url:
-        changes["url"] = knowledge_url_check(url)
+        changes["url"] = endpoint_url_check(url)
     if is_set(event_types):
         changes["event_types"] = _check_event_types(event_types)
     if is_set(description):

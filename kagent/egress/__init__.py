@@ -7,6 +7,7 @@ How a call is guarded, in order:
    `host`, `host:443` or `host:8443` written plainly (no userinfo, no backslash, no percent-encoding, no zone id, no
    non-ASCII such as unicode dots, no alternate IPv4 spellings), no fragment, no `.`/`..` path segments; then the
    parsed `httpx.URL` must agree with what was read. The service's own hosts (`KAGENT_OWN_HOSTS`) are refused.
+   (`destination_check` is that much, and a denied address literal, for a URL saved now and called later.)
 2. The name is resolved ONCE, when a new connection is made (`transport._GuardedBackend.connect`). If any answer is
    denied (or there is none) the call is refused. The socket connects to exactly an address that was checked; TLS
    is then done with `server_hostname` = the URL's host, and the request's `Host` is the URL's, so SNI, certificate
@@ -45,7 +46,7 @@ decoder; `events` the egress log; `transport` the guarded backend, TLS and Egres
 """
 
 from kagent.egress.addresses import EgressPolicy, IPAddress, IPNetwork, address_denial
-from kagent.egress.client import EgressClient, EgressResponse, get_client
+from kagent.egress.client import EgressClient, EgressResponse, destination_check, get_client
 from kagent.egress.errors import REFUSAL_CODES, TENANT_MESSAGES, EgressError, tenant_code, tenant_message
 from kagent.egress.events import EgressRecord, Recorder, record_event_db
 from kagent.egress.headers import (
@@ -101,6 +102,7 @@ __all__ = [
     "Resolver",
     "TargetUrl",
     "address_denial",
+    "destination_check",
     "get_client",
     "is_tenant_forbidden_header",
     "record_event_db",

@@ -4,6 +4,7 @@ is the process's client."""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import threading
@@ -217,8 +218,7 @@ class EgressClient:
             raise EgressError("invalid_request", "the request body must be bytes, at most 1 MiB")
         header_list = check_headers(headers)
         policy, transport = self._policy_transport()
-        if policy.is_own_host(target.host):
-            raise EgressError("url_not_allowed", "K-Agent's own hosts are not reachable")
+        _refuse_own_host(policy, target)
         deadline = started + min(timeout_ms, MAX_TIMEOUT_MS) / 1000
         exchange = Exchange(policy=policy, deadline=deadline, project_id=project_id or "")
         given = {name.lower() for name, _ in header_list}
@@ -265,6 +265,29 @@ class EgressClient:
 
 
 _DEFAULT_HEADERS = (("User-Agent", USER_AGENT), ("Accept", "*/*"))  # unless the call sets its own
+
+
+def _refuse_own_host(policy: EgressPolicy, target: TargetUrl) -> None:
+    if policy.is_own_host(target.host):
+        raise EgressError("url_not_allowed", "K-Agent's own hosts are not reachable")
+
+
+def destination_check(url: str) -> TargetUrl:
+    """What the client refuses of a URL before any network access, for a URL a tenant saves to be called later (a
+    webhook endpoint, an API knowledge source): `url_check`, then, under this moment's settings, a host that is one of
+    K-Agent's own (KAGENT_OWN_HOSTS) and an address literal the deny list refuses. Raises EgressError
+    (`url_not_allowed`, `address_not_allowed`). A name is not resolved here: the call checks its addresses when it
+    connects."""
+    target = url_check(url)
+    policy = EgressPolicy.from_settings()
+    _refuse_own_host(policy, target)
+    try:
+        literal = ipaddress.ip_address(target.host)
+    except ValueError:
+        return target
+    if policy.denial(literal) is not None:
+        raise EgressError("address_not_allowed", "the address is private, internal, reserved or K-Agent's own")
+    return target
 
 
 def _log_target(url: object) -> tuple[str, int | None, str]:

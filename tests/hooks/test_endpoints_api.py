@@ -56,6 +56,27 @@ def test_urls_are_checked_like_an_http_tools(api, url):
     assert WebhookEndpoint.objects.count() == 0
 
 
+def test_a_url_that_delivery_would_refuse_is_refused_at_save_in_words_about_webhooks(api, settings):
+    # The service's own host was accepted at save and only refused at the first delivery; an http:// URL was refused
+    # with words about knowledge sources.
+    settings.KAGENT_OWN_HOSTS = ["kagent.example.com"]
+    for url, words in [
+        ("http://hooks.shop.example/x", "A webhook endpoint's URL starts with https://"),
+        ("https://kagent.example.com/hooks", "K-Agent won't send to this URL: K-Agent's own hosts"),
+        ("https://api.kagent.example.com/hooks", "K-Agent won't send to this URL: K-Agent's own hosts"),
+    ]:
+        response = create(api, url=url)
+        assert response.status_code == 422, url
+        error = response.json()["error"]
+        assert error["code"] == "invalid_url" and error["message"].startswith(words), error
+        assert error["details"] == [{"path": "$.url", "message": error["message"]}]
+        assert "knowledge" not in error["message"]
+    endpoint = create(api).json()["id"]
+    moved = api.patch(f"/v1/webhook_endpoints/{endpoint}", {"url": "https://kagent.example.com/x"}, format="json")
+    assert moved.status_code == 422 and "own hosts" in moved.json()["error"]["message"]
+    assert WebhookEndpoint.objects.get(pk=endpoint).url == URL
+
+
 @pytest.mark.parametrize(
     ("event_types", "code"),
     [
