@@ -122,6 +122,9 @@ class Postgres:
     folder: Path
     durable: bool = True
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "folder", self.folder.absolute())  # the tools run with another working folder
+
     def url(self, name: str = DATABASE) -> str:
         return database_url(self.folder, name)
 
@@ -234,6 +237,9 @@ class Redis:
 
     folder: Path
     durable: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "folder", self.folder.absolute())
 
     @property
     def socket(self) -> Path:

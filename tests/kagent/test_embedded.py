@@ -32,8 +32,9 @@ def var() -> Iterator[Path]:
     shutil.rmtree(parent, ignore_errors=True)
 
 
-def test_the_data_is_kept_from_one_start_to_the_next_and_nothing_listens_on_tcp(var):
-    services = embedded.Services.under(var)
+def test_the_data_is_kept_from_one_start_to_the_next_and_nothing_listens_on_tcp(var, monkeypatch):
+    monkeypatch.chdir(var.parent)
+    services = embedded.Services.under(Path("var"))  # relative, as bin/run gives it: the servers run from elsewhere
     services.start()
     try:
         with psycopg.connect(services.postgres.url(), autocommit=True) as conn:
