@@ -3,7 +3,7 @@
 Django's Redis cache builds a new `redis.Redis` (with its table of some 170 response callbacks) for every operation;
 the request limits (kagent/throttle.py) make two or three of them on every API request. The client is only a handle
 on its pool, thread-safe, and the pool reconnects after a fork by itself, so one per pool does the same work.
-Selected in settings when `REDIS_URL` is set.
+The cache of every process (settings' CACHES, on REDIS_URL).
 """
 
 from __future__ import annotations

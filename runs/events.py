@@ -1,9 +1,8 @@
 """A run's events (SPEC §4 "Run events"): rows written with what they report, read back in order for a stream.
 
 `record` adds one in the caller's transaction (the engine's hot path writes them inside its own statements, with
-`insert_sql`); `notify` wakes the run's open streams once the transaction commits (Redis pub/sub; without Redis the
-streams look every second); `after` reads a run's events after a Last-Event-ID with their data rendered as the API
-renders the run or the step.
+`insert_sql`); `notify` wakes the run's open streams once the transaction commits (Redis pub/sub); `after` reads a
+run's events after a Last-Event-ID with their data rendered as the API renders the run or the step.
 
 Wake-ups only for runs someone follows. Most runs are never followed (the app reads the result with GET, or a
 webhook tells it), so the engine's hot-path writes publish only while the run's `followed_until` is ahead: each of
