@@ -1,5 +1,6 @@
 """Running the built-in tools. Each returns exactly what the model is shown; each is idempotent per tool call id, so
-a retry after a crash finds the ticket or handoff it already made instead of making a second one."""
+a retry after a crash finds the ticket or handoff it already made instead of making a second one (the desk's
+services make them: desk/services.py)."""
 
 from __future__ import annotations
 
@@ -11,38 +12,17 @@ from django.utils import timezone
 from agents.knowledge.results import search_result
 from agents.knowledge.terms import query_terms
 from agents.selectors import knowledge_search
+from desk import services as desk_services
 from runs import webhooks
-from runs.models import Handoff, Run, Session, Ticket, TicketCounter, ToolCall
+from runs.models import Run, Session, ToolCall
 
 SEARCH_RESULTS = 3
 
 
-def _lock_session_first(run: Run) -> None:
-    """Takes the session's row before a desk row refers to the run and the session. The foreign keys are checked in
-    the INSERT (runs/migrations/0010), the run's before the session's: without this, a new message on the session
-    (run_create: the session's row FOR UPDATE, then the open run's to supersede it) and this INSERT (the run's row
-    FOR KEY SHARE, then the session's) wait for each other."""
-    if run.session_id is not None:
-        list(Session.objects.select_for_update(no_key=True).filter(pk=run.session_id).values_list("pk"))
-
-
 def _transfer_to_human(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[str, Any]:
-    handoff = Handoff.objects.filter(tool_call_id=call.id).first()
-    if handoff is None:
-        _lock_session_first(run)
-        handoff = Handoff.objects.create(
-            project_id=run.project_id,
-            session_id=run.session_id,
-            run=run,
-            end_user_id=run.end_user_id,
-            reason_type=args["reason_type"],
-            summary=args["summary"],
-            tool_call_id=call.id,
-            is_test=run.sandbox,
-        )
-        if run.session_id is not None:
-            Session.objects.filter(pk=run.session_id).update(status=Session.Status.HANDED_OFF)
-        webhooks.handoff_event(handoff, "handoff.created")
+    handoff = desk_services.handoff_create(
+        run=run, tool_call_id=call.id, reason_type=args["reason_type"], summary=args["summary"]
+    )
     return {
         "ok": True,
         "handoff": {"id": handoff.id, "status": handoff.status},
@@ -52,28 +32,14 @@ def _transfer_to_human(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[s
 
 
 def _create_ticket(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[str, Any]:
-    ticket = Ticket.objects.filter(tool_call_id=call.id).first()
-    if ticket is None:
-        _lock_session_first(run)
-        counter, _ = TicketCounter.objects.get_or_create(project_id=run.project_id)
-        counter = TicketCounter.objects.select_for_update().get(pk=counter.pk)
-        counter.last_number += 1
-        counter.save(update_fields=["last_number"])
-        ticket = Ticket.objects.create(
-            project_id=run.project_id,
-            number=counter.last_number,
-            title=args["title"],
-            description=args["description"],
-            priority=args.get("priority", "normal"),
-            resolution_attempted=args.get("resolution_attempted", ""),
-            end_user_id=run.end_user_id,
-            session_id=run.session_id,
-            run=run,
-            rate_key=run.rate_key,
-            tool_call_id=call.id,
-            is_test=run.sandbox,
-        )
-        webhooks.ticket_event(ticket, "ticket.created")
+    ticket = desk_services.ticket_create(
+        run=run,
+        tool_call_id=call.id,
+        title=args["title"],
+        description=args["description"],
+        priority=args.get("priority", "normal"),
+        resolution_attempted=args.get("resolution_attempted", ""),
+    )
     return {
         "ok": True,
         "ticket": {"number": ticket.display_number, "status": ticket.status, "priority": ticket.priority},

@@ -10,8 +10,9 @@ import json
 import pytest
 from django.utils import timezone
 
+from desk.models import Handoff, Ticket, TicketCounter
 from fakes.llm import calls, text
-from runs.models import Handoff, Run, Ticket, TicketCounter, ToolCall
+from runs.models import Run, ToolCall
 from tests.runs.conftest import VERIFIED
 
 pytestmark = pytest.mark.django_db

@@ -13,13 +13,14 @@ from django.test.utils import CaptureQueriesContext
 from agents.models import KnowledgeSource
 from agents.selectors import searchable_sources
 from agents.services import agent_create, agent_publish
+from desk.models import Handoff, Ticket, TicketCounter
 from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEvent
 from hooks.services import endpoint_create
 from kagent.models import ApiKey, EgressEvent
 from kagent.sql import api_key_by_digest
 from runs import builtin_tools, services, store
-from runs.models import Handoff, Run, RunEvent, RunStep, Segment, Session, Ticket, TicketCounter, ToolCall
 from runs.models import Message as ChatMessage
+from runs.models import Run, RunEvent, RunStep, Segment, Session, ToolCall
 from tests.conftest import make_tenant
 
 pytestmark = pytest.mark.django_db
