@@ -5,3 +5,6 @@ class DeskConfig(AppConfig):
     name = "desk"
     verbose_name = "Desk"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from desk import builtins  # noqa: F401  (binds transfer_to_human's and create_ticket's executors)

@@ -28,7 +28,7 @@ from kagent.egress import EgressRecord
 from kagent.models import SigningSecret
 from kagent.secrets import secret_resolve, signing_secrets_for_calls
 from runs import events, providers, store, transitions, truth
-from runs.builtin_tools import builtin_execute
+from runs.builtins import builtin_execute
 from runs.lease import KEEPER, lease
 from runs.limits import SHARED_BUCKET_PREFIXES, bucket_held
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
