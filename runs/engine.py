@@ -33,7 +33,8 @@ from runs.lease import KEEPER, lease
 from runs.limits import SHARED_BUCKET_PREFIXES, bucket_held
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
 from runs.models import Run, RunEvent, RunStep, ToolCall
-from tools.builtins import Effect
+from tools import builtins
+from tools.builtins import Effect, Receipt
 from tools.http_call import http_tool_call
 from tools.policy import Decision, PolicyContext, parse_arguments, policy_check
 from tools.shaping import DATA_NOTICE
@@ -559,15 +560,17 @@ class Engine:
         tickets: set[str] = set()
         handoff, any_success, ticket_made, last_failed = False, False, False, None
         for call in self.calls:
-            if call.name == "create_ticket":
-                # A ticket number a create_ticket result names (a new ticket, or the open one a refusal points to).
+            builtin = builtins.get(call.name)
+            receipt = builtin.receipt if builtin is not None else None
+            if receipt is Receipt.TICKET:
+                # A ticket number a ticket built-in's result names (a new ticket, or the open one a refusal points to).
                 tickets.update(f"TKT-{int(n)}" for n in TICKET_NUMBER_RE.findall(json.dumps(call.result or {})))
             if call.status == ToolCall.Status.SUCCEEDED:
                 any_success = True
-                handoff = handoff or call.name == "transfer_to_human"
+                handoff = handoff or receipt is Receipt.HANDOFF
                 ticket_made = (
                     ticket_made
-                    or call.name == "create_ticket"
+                    or receipt is Receipt.TICKET
                     or (call.kind != ToolKind.BUILTIN and call.effect == Effect.ACTION)
                 )
                 last_failed = None

@@ -2,8 +2,10 @@
 
 An entry is a `BuiltinTool`: what the model is shown (description, parameter schema, how its invented names and
 argument names are read), and what the product needs to know of it (its effect; when it is available: sessions
-only, searchable knowledge, business hours, one open ticket, a daily limit) — plus its executor, the code that runs
-an allowed call. The policy check, the tool set and the run engine read these entries.
+only, searchable knowledge, business hours, one open ticket, a daily limit; the `receipt` of what it makes, which
+the truthfulness guard and the chat widget read; the test object a test-panel run leaves) — plus its executor, the
+code that runs an allowed call. The policy check, the tool set, the run engine, the truthfulness guard, the run
+events and the dashboard read these entries; none of them names a built-in.
 
 Seed "Built-in tools" and "Effects and when tools are available" fix each tool's effect, default, parameters and
 enums. Like kdeps' tool definitions, each built-in's model-facing text (description + parameter schema) carries a
@@ -48,6 +50,25 @@ class Effect(StrEnum):
     READ = "read"
     ESCALATION = "escalation"
     ACTION = "action"
+
+
+class Receipt(StrEnum):
+    """What a built-in's successful call really made, named in its result under this key (`{"ok": true, "ticket":
+    {"number": "TKT-3", …}}`). The truthfulness guard takes a reply's claim of a ticket or a handoff as true only
+    after such a call (runs/engine.py `_facts`); the chat widget shows the customer its `fields` (runs/events.py)."""
+
+    HANDOFF = "handoff"
+    TICKET = "ticket"
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """What the customer is shown of it: never the model's claim, the object the call made."""
+        return _RECEIPT_FIELDS[self]
+
+
+_RECEIPT_FIELDS: Final[Mapping[Receipt, tuple[str, ...]]] = MappingProxyType(
+    {Receipt.HANDOFF: ("id", "status"), Receipt.TICKET: ("number", "status")}
+)
 
 
 @dataclass(frozen=True)
@@ -95,6 +116,10 @@ class BuiltinTool:
     one_open_ticket_per_customer: bool = False
     # Seed: create_ticket, 5 a day per end user (per session if anonymous).
     tickets_per_day: int | None = None
+    # What a successful call makes, as its result names it (see `Receipt`); None: nothing the guard checks.
+    receipt: Receipt | None = None
+    # What a test-panel run's real call of it leaves for the team, marked as a test (the panel says so by the call).
+    test_object: str | None = None
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -224,6 +249,8 @@ TRANSFER_TO_HUMAN = BuiltinTool(
         ArgumentSynonym("handoff_summary", "summary"),
     ),
     follows_business_hours=True,
+    receipt=Receipt.HANDOFF,
+    test_object="test handoff",
 )
 
 CREATE_TICKET = BuiltinTool(
@@ -323,6 +350,8 @@ CREATE_TICKET = BuiltinTool(
     ),
     one_open_ticket_per_customer=True,
     tickets_per_day=5,
+    receipt=Receipt.TICKET,
+    test_object="test ticket",
 )
 
 FLAG_CONVERSATION = BuiltinTool(
@@ -394,6 +423,7 @@ FLAG_CONVERSATION = BuiltinTool(
         ArgumentSynonym("importance", "urgency"),
     ),
     sessions_only=True,
+    test_object="test flag",
 )
 
 SEARCH_KNOWLEDGE = BuiltinTool(
@@ -486,6 +516,12 @@ def all_builtins() -> tuple[BuiltinTool, ...]:
 def versions() -> dict[str, str]:
     """name -> version of each built-in's model-facing text, stored in each published agent version."""
     return {tool.name: tool.version for tool in _REGISTRY.values()}
+
+
+def receipts() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """name -> (the key of its result that holds what it made, the fields of it the customer is shown), for each
+    built-in with a receipt."""
+    return {tool.name: (str(tool.receipt), tool.receipt.fields) for tool in _REGISTRY.values() if tool.receipt}
 
 
 # --- the executors ----------------------------------------------------------------------------------------------

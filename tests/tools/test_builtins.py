@@ -493,3 +493,15 @@ def test_a_builtin_nobody_bound_an_executor_to_fails_the_system_check(monkeypatc
     monkeypatch.delitem(builtins._EXECUTORS, "search_knowledge")
     errors = builtins_executed()
     assert [error.id for error in errors] == ["tools.E001"] and "search_knowledge" in errors[0].msg
+
+
+def test_receipts_say_what_the_chat_widget_shows_of_what_a_builtin_made() -> None:
+    assert builtins.receipts() == {
+        "create_ticket": ("ticket", ("number", "status")),
+        "transfer_to_human": ("handoff", ("id", "status")),
+    }
+    assert {tool.name: tool.test_object for tool in all_builtins() if tool.test_object} == {
+        "create_ticket": "test ticket",
+        "flag_conversation": "test flag",
+        "transfer_to_human": "test handoff",
+    }
