@@ -4,10 +4,11 @@ Apps from the bottom up: `kagent` (tenancy, the outbound client, the API's edge)
 `runs`, `dashboard`. An app's modules import only its own and those of the apps below it — except its edge (`apis`,
 `urls`), which may call any app's services and selectors. Imports inside functions count too.
 
-The desk sits below the run engine, which calls its services (a built-in opens a ticket) and selectors (the policy
-check's and the truthfulness guard's facts): data flows one way. It works on the conversation `runs` keeps, so it
-may import `runs.models` (sessions, runs, end users) and `runs.limits` (the per-customer lock its one-open-ticket
-rule shares with the policy check), and nothing else of `runs`: never the engine.
+The desk sits below the run engine, which reads its selectors (the policy check's and the truthfulness guard's
+facts) and runs its built-ins (bound to the registry in `tools` by the desk, which calls its own services): data
+flows one way. It works on the conversation `runs` keeps, so it may import `runs.models` (sessions, runs, end
+users) and `runs.limits` (the per-customer lock its one-open-ticket rule shares with the policy check), and nothing
+else of `runs`: never the engine.
 """
 
 from __future__ import annotations

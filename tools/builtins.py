@@ -5,7 +5,7 @@ argument names are read), and what the product needs to know of it (its effect; 
 only, searchable knowledge, business hours, one open ticket, a daily limit; the `receipt` of what it makes, which
 the truthfulness guard and the chat widget read; the test object a test-panel run leaves) — plus its executor, the
 code that runs an allowed call. The policy check, the tool set, the run engine, the truthfulness guard, the run
-events and the dashboard read these entries; none of them names a built-in.
+events and the dashboard read these entries instead of naming built-ins.
 
 Seed "Built-in tools" and "Effects and when tools are available" fix each tool's effect, default, parameters and
 enums. Like kdeps' tool definitions, each built-in's model-facing text (description + parameter schema) carries a
@@ -23,7 +23,8 @@ engine's rows where it is written (`Executor` takes them as `Any` here, the laye
 built-in nobody bound, and Django's system check (tools/apps.py) refuses to start with one.
 
 Adding a built-in: its `BuiltinTool` below (and in `_ALL`), `python -m tools.builtins --update-lock`, and its
-executor with `@executes(...)` in the app that owns what it does. Nothing else names it.
+executor with `@executes(...)` in the `builtins.py` of the app that owns what it does, imported by that app's
+`ready()`. No other code needs its name.
 """
 
 from __future__ import annotations
