@@ -15,5 +15,6 @@ urlpatterns = [
     path("", include("agents.urls")),
     path("", include("tools.urls")),
     path("", include("runs.urls")),
+    path("", include("desk.urls")),
     path("", include("hooks.urls")),
 ]

@@ -95,6 +95,7 @@ INSTALLED_APPS = [
     "tools.apps.ToolsConfig",
     "hooks.apps.HooksConfig",
     "runs.apps.RunsConfig",
+    "desk.apps.DeskConfig",
     "dashboard.apps.DashboardConfig",
 ]
 

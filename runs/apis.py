@@ -1,5 +1,6 @@
-"""`/v1/sessions…`, `/v1/runs…` and the desk (`/v1/tickets…`, `/v1/handoffs`). Each operation parses its body,
-calls one service or selector, renders. Publishable keys may create sessions and runs and use their own."""
+"""`/v1/sessions…` and `/v1/runs…` (the desk's `/v1/tickets…`, `/v1/handoffs…`: desk/apis.py). Each operation
+parses its body, calls one service or selector, renders. Publishable keys may create sessions and runs and use their
+own."""
 
 from __future__ import annotations
 
@@ -39,16 +40,7 @@ from runs import selectors, services, streams
 from runs import store as run_store
 from runs.identity import EndUserClaim
 from runs.models import Run, RunStep, ToolCall
-from runs.resources import (
-    HANDOFF,
-    MESSAGE,
-    MODEL_STEP,
-    RUN,
-    RUN_STEP,
-    SESSION,
-    TICKET,
-    TOOL_CALL_STEP,
-)
+from runs.resources import MESSAGE, MODEL_STEP, RUN, RUN_STEP, SESSION, TOOL_CALL_STEP
 
 MAX_INPUT = 20_000
 MAX_WAIT = 30.0
@@ -595,120 +587,6 @@ class RunCancelApi(ProjectApi):
             project=self.project, run_id=run_id, key=self.api_key, end_user_token=end_user_token(request)
         )
         return Response(_deliver(services.run_cancel(run=run, reason="requested")))
-
-
-# --- the desk -----------------------------------------------------------------------------------------------------
-
-DESK_FILTERS = [
-    OpenApiParameter("status", str, enum=["open", "closed"]),
-    OpenApiParameter("include_tests", bool, description="include test-panel objects (off by default)"),
-]
-
-
-def _desk_filters(request: Request) -> dict[str, Any]:
-    status_filter = request.query_params.get("status")
-    if status_filter is not None and status_filter not in ("open", "closed"):
-        raise Unprocessable("invalid_parameter", "status is open or closed.")
-    # true or false, like every boolean parameter (the fuzzer found `include_tests=0.53` read as false)
-    return {"status": status_filter, "include_tests": bool(param_bool(request.query_params, "include_tests"))}
-
-
-class TicketListApi(ProjectApi):
-    @extend_schema(operation_id="tickets_list", parameters=DESK_FILTERS, responses=list_of(TICKET.ref))
-    def get(self, request: Request) -> Response:
-        tickets = selectors.ticket_list(project=self.project, **_desk_filters(request))
-        return Response(paginate(request, tickets, TICKET.render))
-
-
-@dataclass(frozen=True)
-class TicketUpdate:
-    status: str
-    priority: str
-
-
-TICKET_UPDATE = Input(
-    {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "status": {"enum": ["open", "closed"], "x-message": "status is one of open, closed."},
-            "priority": {
-                "enum": ["low", "normal", "high", "urgent"],
-                "x-message": "priority is one of low, normal, high, urgent.",
-            },
-        },
-    },
-    TicketUpdate,
-)
-
-
-class TicketDetailApi(ProjectApi):
-    @extend_schema(operation_id="tickets_retrieve", responses={200: TICKET.ref})
-    def get(self, request: Request, ticket_id: str) -> Response:
-        return Response(TICKET.render(selectors.ticket_get(project=self.project, ticket_id=ticket_id)))
-
-    @extend_schema(
-        operation_id="tickets_update",
-        request=TICKET_UPDATE.body,
-        responses={200: TICKET.ref},
-        description="Close or reopen a ticket, or change its priority. A ticket whose customer has another open "
-        "ticket is not reopened (409 ticket_already_open): one open agent ticket per customer.",
-    )
-    def patch(self, request: Request, ticket_id: str) -> Response:
-        ticket = selectors.ticket_get(project=self.project, ticket_id=ticket_id)
-        body = TICKET_UPDATE.parse(request.data, partial=True)
-        ticket = services.ticket_update(ticket=ticket, status=body.status, priority=body.priority)
-        return Response(TICKET.render(ticket))
-
-
-class HandoffListApi(ProjectApi):
-    @extend_schema(operation_id="handoffs_list", parameters=DESK_FILTERS, responses=list_of(HANDOFF.ref))
-    def get(self, request: Request) -> Response:
-        handoffs = selectors.handoff_list(project=self.project, **_desk_filters(request))
-        return Response(paginate(request, handoffs, HANDOFF.render))
-
-
-@dataclass(frozen=True)
-class HandoffUpdate:
-    status: str
-    assignee: str | None
-
-
-HANDOFF_UPDATE = Input(
-    {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "status": {"enum": ["open", "closed"], "x-message": "status is one of open, closed."},
-            "assignee": {
-                "type": ["string", "null"],
-                "maxLength": 200,
-                "description": "who on the team has it: a name or an email (free text); null or empty clears it",
-                "x-message": "assignee is a name or an email, at most 200 characters.",
-            },
-        },
-    },
-    HandoffUpdate,
-)
-
-
-class HandoffDetailApi(ProjectApi):
-    @extend_schema(operation_id="handoffs_retrieve", responses={200: HANDOFF.ref})
-    def get(self, request: Request, handoff_id: str) -> Response:
-        return Response(HANDOFF.render(selectors.handoff_get(project=self.project, handoff_id=handoff_id)))
-
-    @extend_schema(
-        operation_id="handoffs_update",
-        request=HANDOFF_UPDATE.body,
-        responses={200: HANDOFF.ref},
-        description="Close a handoff (its session is closed when none of its handoffs is open any more; a new "
-        "message from the customer opens it again), reopen it, or say who on the team has it.",
-    )
-    def patch(self, request: Request, handoff_id: str) -> Response:
-        handoff = selectors.handoff_get(project=self.project, handoff_id=handoff_id)
-        body = HANDOFF_UPDATE.parse(request.data, partial=True)
-        handoff = services.handoff_update(handoff=handoff, status=body.status, assignee=body.assignee)
-        return Response(HANDOFF.render(handoff))
 
 
 # --- lists of runs and sessions -------------------------------------------------------------------------------

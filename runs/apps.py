@@ -6,6 +6,7 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        import runs.builtins  # noqa: F401  (binds flag_conversation's and search_knowledge's executors)
         from runs import webhooks
 
         webhooks.register()  # how `hooks` renders a run's events when it dispatches them

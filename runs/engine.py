@@ -23,16 +23,18 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.selectors import searchable_sources
+from desk import selectors as desk_selectors
 from kagent.egress import EgressRecord
 from kagent.models import SigningSecret
 from kagent.secrets import secret_resolve, signing_secrets_for_calls
 from runs import events, providers, store, transitions, truth
-from runs.builtin_tools import builtin_execute
+from runs.builtins import builtin_execute
 from runs.lease import KEEPER, lease
 from runs.limits import SHARED_BUCKET_PREFIXES, bucket_held
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
-from runs.models import Handoff, Run, RunEvent, RunStep, Ticket, ToolCall
-from tools.builtins import Effect
+from runs.models import Run, RunEvent, RunStep, ToolCall
+from tools import builtins
+from tools.builtins import Effect, Receipt
 from tools.http_call import http_tool_call
 from tools.policy import Decision, PolicyContext, parse_arguments, policy_check
 from tools.shaping import DATA_NOTICE
@@ -379,12 +381,9 @@ class Engine:
                 project_id=run.project_id, agent_id=run.agent_id
             ).exists(),
             http_calls_last_hour=lambda: self._http_calls_last_hour(call, now),
-            tickets_last_day=lambda: Ticket.objects.filter(
-                project_id=run.project_id,
-                rate_key=run.rate_key,
-                is_test=run.sandbox,
-                created_at__gte=now - timedelta(days=1),
-            ).count(),
+            tickets_last_day=lambda: desk_selectors.customer_tickets_since(
+                project_id=run.project_id, rate_key=run.rate_key, is_test=run.sandbox, since=now - timedelta(days=1)
+            ),
         )
 
     def _http_calls_last_hour(self, call: ToolCall, now: Any) -> int:
@@ -413,15 +412,8 @@ class Engine:
         # A shared bucket is not one customer: the open tickets of whoever shares its address are not theirs to hear.
         if not self.run.rate_key or self.run.rate_key.startswith(SHARED_BUCKET_PREFIXES):
             return None
-        ticket = (
-            Ticket.objects.filter(
-                project_id=self.run.project_id,
-                rate_key=self.run.rate_key,
-                status=Ticket.Status.OPEN,
-                is_test=self.run.sandbox,
-            )
-            .order_by("-created_at")
-            .first()
+        ticket = desk_selectors.customer_open_ticket(
+            project_id=self.run.project_id, rate_key=self.run.rate_key, is_test=self.run.sandbox
         )
         return ticket.display_number if ticket else None
 
@@ -568,15 +560,17 @@ class Engine:
         tickets: set[str] = set()
         handoff, any_success, ticket_made, last_failed = False, False, False, None
         for call in self.calls:
-            if call.name == "create_ticket":
-                # A ticket number a create_ticket result names (a new ticket, or the open one a refusal points to).
+            builtin = builtins.get(call.name)
+            receipt = builtin.receipt if builtin is not None else None
+            if receipt is Receipt.TICKET:
+                # A ticket number a ticket built-in's result names (a new ticket, or the open one a refusal points to).
                 tickets.update(f"TKT-{int(n)}" for n in TICKET_NUMBER_RE.findall(json.dumps(call.result or {})))
             if call.status == ToolCall.Status.SUCCEEDED:
                 any_success = True
-                handoff = handoff or call.name == "transfer_to_human"
+                handoff = handoff or receipt is Receipt.HANDOFF
                 ticket_made = (
                     ticket_made
-                    or call.name == "create_ticket"
+                    or receipt is Receipt.TICKET
                     or (call.kind != ToolKind.BUILTIN and call.effect == Effect.ACTION)
                 )
                 last_failed = None
@@ -589,15 +583,16 @@ class Engine:
 
         def ticket_numbers() -> frozenset[str]:
             # This customer's earlier tickets are real too: "your ticket TKT-3" in a later reply is true.
-            earlier = Ticket.objects.filter(project_id=run.project_id, rate_key=run.rate_key, is_test=run.sandbox)
-            return frozenset(tickets | {f"TKT-{n}" for n in earlier.values_list("number", flat=True)[:200]})
+            earlier = desk_selectors.customer_ticket_numbers(
+                project_id=run.project_id, rate_key=run.rate_key, is_test=run.sandbox
+            )
+            return frozenset(tickets | {f"TKT-{n}" for n in earlier})
 
         def handoff_done() -> bool:
             if handoff:
                 return True
-            return (
-                run.session_id is not None
-                and Handoff.objects.filter(session_id=run.session_id, status=Handoff.Status.OPEN).exists()
+            return run.session_id is not None and desk_selectors.session_handed_off(
+                project_id=run.project_id, session_id=run.session_id
             )
 
         def numbers_seen() -> frozenset[str]:

@@ -38,6 +38,7 @@ from kagent.sql import execute
 from runs.models import Run, RunEvent, RunStep, ToolCall
 from runs.resources import MODEL_STEP, RUN, TOOL_CALL_STEP
 from runs.webhooks import run_data
+from tools import builtins
 
 logger = logging.getLogger(__name__)
 
@@ -222,7 +223,7 @@ def _browser_step(rendered: dict[str, Any]) -> dict[str, Any]:
 
 # What the customer is owed of an escalation the tools really made: the handoff, the ticket's number (the chat widget
 # shows these, never the model's claim of them). The built-ins' results, as they returned them.
-_RECEIPTS = {"transfer_to_human": ("handoff", ("id", "status")), "create_ticket": ("ticket", ("number", "status"))}
+_RECEIPTS = builtins.receipts()
 
 
 def _receipt(call: dict[str, Any]) -> dict[str, Any] | None:

@@ -1,4 +1,5 @@
-"""End users, sessions and their segments, runs, run steps, tool calls, and the desk (tickets, handoffs)."""
+"""End users, sessions and their segments, runs, run steps, tool calls, messages and run events. The desk's tickets
+and handoffs, which refer to these, live in `desk`."""
 
 from __future__ import annotations
 
@@ -219,63 +220,6 @@ class ToolCall(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "round", "index"], name="tool_call_position_unique")]
         indexes = [models.Index(fields=["project", "rate_key", "kind", "created_at"])]
-
-
-class Ticket(models.Model):
-    class Status(models.TextChoices):
-        OPEN = "open"
-        CLOSED = "closed"
-
-    id = PrefixedIdField(prefix="tkt")
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tickets")
-    number = models.IntegerField()
-    title = models.CharField(max_length=200)
-    description = models.TextField()
-    priority = models.CharField(max_length=10, default="normal")
-    resolution_attempted = models.TextField(blank=True)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
-    closed_at = models.DateTimeField(null=True, blank=True)
-    end_user = models.ForeignKey(EndUser, on_delete=models.SET_NULL, null=True, blank=True)
-    session = models.ForeignKey(Session, on_delete=models.SET_NULL, null=True, blank=True)
-    run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True)
-    rate_key = models.CharField(max_length=100)
-    tool_call_id = models.CharField(max_length=40, unique=True, null=True, blank=True)
-    is_test = models.BooleanField(default=False)
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["project", "number"], name="ticket_number_unique")]
-
-    @property
-    def display_number(self) -> str:
-        return f"TKT-{self.number}"
-
-
-class Handoff(models.Model):
-    class Status(models.TextChoices):
-        OPEN = "open"
-        CLOSED = "closed"
-
-    id = PrefixedIdField(prefix="hof")
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="handoffs")
-    session = models.ForeignKey(Session, on_delete=models.SET_NULL, null=True, blank=True)
-    run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True)
-    end_user = models.ForeignKey(EndUser, on_delete=models.SET_NULL, null=True, blank=True)
-    reason_type = models.CharField(max_length=30)
-    summary = models.TextField()
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
-    assignee = models.CharField(max_length=200, blank=True)  # who on the team has it: a name or an email, free text
-    closed_at = models.DateTimeField(null=True, blank=True)
-    tool_call_id = models.CharField(max_length=40, unique=True, null=True, blank=True)
-    is_test = models.BooleanField(default=False)
-    created_at = models.DateTimeField(default=timezone.now)
-
-
-class TicketCounter(models.Model):
-    """Per-project ticket numbering (TKT-1, TKT-2, …), taken under a row lock."""
-
-    project = models.OneToOneField(Project, on_delete=models.CASCADE, primary_key=True)
-    last_number = models.IntegerField(default=0)
 
 
 class Message(models.Model):

@@ -1,7 +1,7 @@
-"""Reads for sessions, runs and the desk. Every read takes the project; a publishable key (`key`) sees only what it
-created, while the project's secret key and its dashboard (`key=None`) see all of the project's. A publishable key
-reads a verified end user's session or run only with that user's `end_user_token` (else it is a 404: a browser
-that holds the key but not the user's token learns nothing)."""
+"""Reads for sessions and runs (the desk's: desk/selectors.py). Every read takes the project; a publishable key
+(`key`) sees only what it created, while the project's secret key and its dashboard (`key=None`) see all of the
+project's. A publishable key reads a verified end user's session or run only with that user's `end_user_token`
+(else it is a 404: a browser that holds the key but not the user's token learns nothing)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from kagent.errors import NotFound
 from kagent.models import ApiKey, Project
 from kagent.selectors import filter_given
 from runs.identity import token_external_id
-from runs.models import EndUser, Handoff, Message, Run, RunStep, Session, Ticket, ToolCall
+from runs.models import EndUser, Message, Run, RunStep, Session, ToolCall
 
 M = TypeVar("M", bound=Model)
 
@@ -78,32 +78,6 @@ def run_get(*, project: Project, run_id: str, key: ApiKey | None = None, end_use
 
 def run_steps(*, run: Run) -> tuple[list[RunStep], list[ToolCall]]:
     return list(run.steps.order_by("created_at", "pk")), list(run.tool_calls.order_by("round", "index"))
-
-
-# --- the desk -------------------------------------------------------------------------------------------------
-
-
-def ticket_list(*, project: Project, status: str | None = None, include_tests: bool = False) -> QuerySet[Ticket]:
-    """Test-panel tickets stay off the default views."""
-    tickets = Ticket.objects.filter(project=project).select_related("end_user")
-    if status is not None:
-        tickets = tickets.filter(status=status)
-    return tickets if include_tests else tickets.filter(is_test=False)
-
-
-def ticket_get(*, project: Project, ticket_id: str) -> Ticket:
-    ticket = Ticket.objects.filter(project=project, pk=ticket_id).select_related("end_user").first()
-    if ticket is None:
-        raise NotFound("No ticket with that id in this project.")
-    return ticket
-
-
-def handoff_list(*, project: Project, status: str | None = None, include_tests: bool = False) -> QuerySet[Handoff]:
-    """Test-panel handoffs stay off the default views."""
-    handoffs = Handoff.objects.filter(project=project).select_related("end_user")
-    if status is not None:
-        handoffs = handoffs.filter(status=status)
-    return handoffs if include_tests else handoffs.filter(is_test=False)
 
 
 # --- lists with filters (the API's `GET /v1/runs`, `GET /v1/sessions` and the dashboard's pages) ------------------
@@ -183,13 +157,6 @@ def run_timeline(*, run: Run) -> list[RunStep | ToolCall]:
     ordered += [((call.round - 1, 1, float(call.index)), call) for call in calls]
     ordered.sort(key=lambda pair: pair[0])
     return [item for _, item in ordered]
-
-
-def handoff_get(*, project: Project, handoff_id: str) -> Handoff:
-    handoff = Handoff.objects.filter(project=project, pk=handoff_id).select_related("end_user").first()
-    if handoff is None:
-        raise NotFound("No handoff with that id in this project.")
-    return handoff
 
 
 # --- activity ---------------------------------------------------------------------------------------------------

@@ -18,17 +18,15 @@ from django.utils import timezone
 from agents.models import Agent, AgentVersion
 from agents.selectors import agent_get, searchable_sources
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
-from kagent.inputs import UNSET, is_set
 from kagent.models import ApiKey, Project
 from runs import events as run_events
 from runs import store as run_store
-from runs import transitions, truth, webhooks
+from runs import transitions, truth
 from runs.engine import client_output_shown
 from runs.identity import EndUserClaim, Identity, identity_resolve
-from runs.limits import bucket_held
 from runs.llm import Message
-from runs.models import Handoff, Run, RunEvent, RunStep, Segment, Session, Ticket, ToolCall
 from runs.models import Message as ChatMessage
+from runs.models import Run, RunEvent, RunStep, Segment, Session, ToolCall
 from runs.queue import enqueue_run, runs_waiting, send_run
 from runs.selectors import session_get
 from tools.models import HttpTool
@@ -612,93 +610,6 @@ def run_sweep() -> dict[str, int]:
         run_purge(run=run)
         counts["purged"] += 1
     return counts
-
-
-# --- the desk ---------------------------------------------------------------------------------------------------
-
-
-def ticket_update(*, ticket: Ticket, status: str = UNSET, priority: str = UNSET) -> Ticket:
-    """Close or reopen a ticket, or change its priority; `ticket.updated` goes to the business's endpoints.
-
-    Reopening keeps the policy check's rule of one open agent ticket per customer (SPEC §5 step 4, `runs/limits.py`):
-    under the customer's bucket lock, a ticket whose customer has another open ticket is not reopened (409
-    `ticket_already_open`, with that ticket's number)."""
-    changes: dict[str, Any] = {
-        key: value for key, value in (("status", status), ("priority", priority)) if is_set(value)
-    }
-    if not changes:
-        return ticket
-    reopening = changes.get("status") == Ticket.Status.OPEN and ticket.rate_key
-    with bucket_held(ticket.project_id, ticket.rate_key) if reopening else nullcontext(), transaction.atomic():
-        current = Ticket.objects.select_for_update(of=("self",)).select_related("end_user").get(pk=ticket.pk)
-        changes = {key: value for key, value in changes.items() if getattr(current, key) != value}
-        if not changes:
-            return current
-        if changes.get("status") == Ticket.Status.OPEN and current.rate_key:
-            other = (
-                Ticket.objects.filter(
-                    project_id=current.project_id,
-                    rate_key=current.rate_key,
-                    status=Ticket.Status.OPEN,
-                    is_test=current.is_test,
-                )
-                .exclude(pk=current.pk)
-                .order_by("-created_at")
-                .first()
-            )
-            if other is not None:
-                raise Conflict(
-                    "ticket_already_open",
-                    f"This customer has {other.display_number} open; close it before reopening this ticket.",
-                    details={"open_ticket": other.display_number},
-                )
-        if "status" in changes:
-            changes["closed_at"] = timezone.now() if changes["status"] == Ticket.Status.CLOSED else None
-        Ticket.objects.filter(pk=current.pk).update(**changes)
-        for key, value in changes.items():
-            setattr(current, key, value)
-        webhooks.ticket_event(current, "ticket.updated")
-    return current
-
-
-ASSIGNEE_MAX = 200
-
-
-def handoff_update(*, handoff: Handoff, status: str = UNSET, assignee: str | None = UNSET) -> Handoff:
-    """Close a handoff once the team has dealt with the conversation (or reopen it), and say who has it.
-
-    The session follows: `handed_off` while one of its handoffs is open, `closed` when the last one is closed.
-    Closing sends `handoff.closed` to the business's endpoints."""
-    with transaction.atomic():
-        current = Handoff.objects.select_for_update(of=("self",)).select_related("end_user").get(pk=handoff.pk)
-        changes: dict[str, Any] = {}
-        if is_set(assignee):
-            name = " ".join((assignee or "").split())
-            if len(name) > ASSIGNEE_MAX:
-                raise Unprocessable(
-                    "invalid_request",
-                    f"assignee is at most {ASSIGNEE_MAX} characters.",
-                    details=[{"path": "$.assignee", "message": f"at most {ASSIGNEE_MAX} characters"}],
-                )
-            if name != current.assignee:
-                changes["assignee"] = name
-        moved = is_set(status) and status != current.status
-        if moved:
-            changes["status"] = status
-            changes["closed_at"] = timezone.now() if status == Handoff.Status.CLOSED else None
-        if not changes:
-            return current
-        Handoff.objects.filter(pk=current.pk).update(**changes)
-        for key, value in changes.items():
-            setattr(current, key, value)
-        if moved and current.session_id is not None:
-            still_open = Handoff.objects.filter(session_id=current.session_id, status=Handoff.Status.OPEN).exists()
-            Session.objects.filter(pk=current.session_id).update(
-                status=Session.Status.HANDED_OFF if still_open else Session.Status.CLOSED
-            )
-        if moved and current.status == Handoff.Status.CLOSED:
-            webhooks.handoff_event(current, "handoff.closed")
-    return current
 
 
 # --- the test panel ---------------------------------------------------------------------------------------------

@@ -121,10 +121,11 @@ class RunFacts:
     """What the tools actually produced. Lookups that cost a query are callables, asked only when needed."""
 
     ticket_numbers: Callable[[], frozenset[str]]  # "TKT-12": made in this run, or this customer's existing ones
-    handoff_done: Callable[[], bool]  # this run handed over, or the conversation already is with the team
+    handoff_done: Callable[[], bool]  # this run handed over (a handoff receipt), or the conversation is with the team
     any_success: bool  # some tool call of this run succeeded (a lookup's data may back what is said)
     last_call_failed: str | None  # the tool whose call failed most recently, with no success after it
-    # create_ticket or one of the business's own action tools succeeded: "I've opened a ticket" may be true
+    # a ticket built-in (its receipt: tools/builtins.py `Receipt`) or one of the business's own action tools
+    # succeeded: "I've opened a ticket" may be true
     ticket_made: bool = False
     # every number a successful tool result of this run holds (the business's helpdesk may have ticket numbers)
     numbers_seen: Callable[[], frozenset[str]] = frozenset

@@ -12,8 +12,4 @@ urlpatterns = [
     path("runs/<oid:run_id>/events", apis.RunEventsApi.as_view()),
     path("runs/<oid:run_id>/submit_tool_outputs", apis.RunSubmitToolOutputsApi.as_view()),
     path("runs/<oid:run_id>/cancel", apis.RunCancelApi.as_view()),
-    path("tickets", apis.TicketListApi.as_view()),
-    path("tickets/<oid:ticket_id>", apis.TicketDetailApi.as_view()),
-    path("handoffs", apis.HandoffListApi.as_view()),
-    path("handoffs/<oid:handoff_id>", apis.HandoffDetailApi.as_view()),
 ]

@@ -1,5 +1,5 @@
-"""What the business's webhook endpoints receive of runs and of the desk (issue #11), recorded through the outbox
-of `hooks`: the objects exactly as the API renders them.
+"""What the business's webhook endpoints receive of runs and of their conversations (issue #11), recorded through
+the outbox of `hooks`: the objects exactly as the API renders them. The desk's events: desk/webhooks.py.
 
 A run's event is recorded by the engine's own statements (`runs/store.py`, `runs/events.py`); a terminal one is
 rendered here when it is dispatched (the run as it ended, with the status of the event), a pause's when it is
@@ -15,8 +15,8 @@ from typing import Any
 
 from hooks import outbox
 from hooks.models import WebhookEvent
-from runs.models import Handoff, Run, Session, Ticket
-from runs.resources import HANDOFF, RUN, SESSION, TICKET
+from runs.models import Run, Session
+from runs.resources import RUN, SESSION
 
 STATUS_OF_EVENT = {
     "run.completed": Run.Status.COMPLETED,
@@ -50,29 +50,7 @@ def register() -> None:
         outbox.register_renderer(event_type, run_event_data)
 
 
-# --- the desk: rendered when recorded, in the transaction of the change ----------------------------------------
-
-
-def ticket_event(ticket: Ticket, event_type: str) -> None:
-    if ticket.is_test:
-        return
-    outbox.record(
-        project_id=ticket.project_id,
-        event_type=event_type,
-        object_id=ticket.pk,
-        data=lambda: TICKET.render(Ticket.objects.select_related("end_user").get(pk=ticket.pk)),
-    )
-
-
-def handoff_event(handoff: Handoff, event_type: str) -> None:
-    if handoff.is_test:
-        return
-    outbox.record(
-        project_id=handoff.project_id,
-        event_type=event_type,
-        object_id=handoff.pk,
-        data=lambda: HANDOFF.render(Handoff.objects.select_related("end_user").get(pk=handoff.pk)),
-    )
+# --- the conversation: rendered when recorded, in the transaction of the change -------------------------------
 
 
 def flagged_event(*, project_id: str, session_id: str) -> None:

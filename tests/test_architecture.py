@@ -1,8 +1,14 @@
 """The architecture drawn from the imports: no cycles, and no app importing one above it.
 
-Apps from the bottom up: `kagent` (tenancy, the outbound client, the API's edge), `tools`, `agents`, `hooks`, `runs`,
-`dashboard`. An app's modules import only its own and those of the apps below it — except its edge (`apis`,
+Apps from the bottom up: `kagent` (tenancy, the outbound client, the API's edge), `tools`, `agents`, `hooks`, `desk`,
+`runs`, `dashboard`. An app's modules import only its own and those of the apps below it — except its edge (`apis`,
 `urls`), which may call any app's services and selectors. Imports inside functions count too.
+
+The desk sits below the run engine, which reads its selectors (the policy check's and the truthfulness guard's
+facts) and runs its built-ins (bound to the registry in `tools` by the desk, which calls its own services): data
+flows one way. It works on the conversation `runs` keeps, so it may import `runs.models` (sessions, runs, end
+users) and `runs.limits` (the per-customer lock its one-open-ticket rule shares with the policy check), and nothing
+else of `runs`: never the engine.
 """
 
 from __future__ import annotations
@@ -12,8 +18,10 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["kagent", "tools", "agents", "hooks", "runs", "dashboard"]
+LAYERS = ["kagent", "tools", "agents", "hooks", "desk", "runs", "dashboard"]
 EDGE = {f"{app}.{leaf}" for app in LAYERS for leaf in ("apis", "urls")} | {"kagent.api_urls"}
+# What an app may import of an app above it: the desk, the conversation it works on (see the docstring).
+BENEATH = {"desk": {"runs.models", "runs.limits"}}
 
 
 def _modules() -> dict[str, Path]:
@@ -56,8 +64,20 @@ def test_no_app_imports_an_app_above_it_outside_its_edge() -> None:
         if module in EDGE or app == "dashboard":
             continue
         for target in imported:
-            if LAYERS.index(target.split(".")[0]) > LAYERS.index(app):
+            if LAYERS.index(target.split(".")[0]) > LAYERS.index(app) and target not in BENEATH.get(app, ()):
                 wrong.append(f"{module} -> {target}")
+    assert wrong == []
+
+
+def test_what_the_desk_may_import_of_runs_imports_no_more_of_it() -> None:
+    # Else the desk would reach the engine through them.
+    graph = _graph()
+    wrong = [
+        f"{module} -> {target}"
+        for module in sorted(set().union(*BENEATH.values()))
+        for target in graph[module]
+        if target.split(".")[0] == "runs" and target not in BENEATH["desk"]
+    ]
     assert wrong == []
 
 

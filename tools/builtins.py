@@ -1,10 +1,30 @@
-"""The built-in tool registry: what the model is shown for each built-in, and how its invented names are read.
+"""The built-in tool registry: one entry per built-in, read by everything that offers, checks, runs or judges one.
+
+An entry is a `BuiltinTool`: what the model is shown (description, parameter schema, how its invented names and
+argument names are read), and what the product needs to know of it (its effect; when it is available: sessions
+only, searchable knowledge, business hours, one open ticket, a daily limit; the `receipt` of what it makes, which
+the truthfulness guard and the chat widget read; the test object a test-panel run leaves) — plus its executor, the
+code that runs an allowed call. The policy check, the tool set, the run engine, the truthfulness guard, the run
+events and the dashboard read these entries instead of naming built-ins.
 
 Seed "Built-in tools" and "Effects and when tools are available" fix each tool's effect, default, parameters and
 enums. Like kdeps' tool definitions, each built-in's model-facing text (description + parameter schema) carries a
-semver `version` that must change whenever that text changes; `builtins.lock.json` beside this file pins the hash of
-the text per version, and `python -m tools.builtins --update-lock` rewrites it. Executing built-ins lives elsewhere:
-this module is pure data and pure functions, no Django.
+semver `version` that must change whenever that text changes (published agent versions record it:
+`builtin_versions`); `builtins.lock.json` beside this file pins the hash of the text per version, a test refuses a
+change of the text under the same version, and `python -m tools.builtins --update-lock` rewrites it.
+
+Why the executors are bound, not written, here: an executor makes what the app that owns it keeps (the desk's
+tickets and handoffs, a session's flag, a search of the agent's knowledge) with the run engine's rows, and those
+apps sit above `tools`. The definitions, though, must be whole before any app is ready: the agent config's JSON
+Schema, HTTP tool validation (reserved names) and the lock read them at import, without Django. So each entry's
+definition lives here, and the app that owns what it makes binds its executor to it when the app is ready
+(`@executes(CREATE_TICKET)` in desk/builtins.py, imported by `DeskConfig.ready`). An executor is typed against the
+engine's rows where it is written (`Executor` takes them as `Any` here, the layer below); `unexecuted()` lists a
+built-in nobody bound, and Django's system check (tools/apps.py) refuses to start with one.
+
+Adding a built-in: its `BuiltinTool` below (and in `_ALL`), `python -m tools.builtins --update-lock`, and its
+executor with `@executes(...)` in the `builtins.py` of the app that owns what it does, imported by that app's
+`ready()`. No other code needs its name.
 """
 
 from __future__ import annotations
@@ -14,12 +34,12 @@ import hashlib
 import json
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 RULES_HEADING: Final = "This company's rules for this action"
 LOCK_PATH: Final = Path(__file__).with_name("builtins.lock.json")
@@ -31,6 +51,25 @@ class Effect(StrEnum):
     READ = "read"
     ESCALATION = "escalation"
     ACTION = "action"
+
+
+class Receipt(StrEnum):
+    """What a built-in's successful call really made, named in its result under this key (`{"ok": true, "ticket":
+    {"number": "TKT-3", …}}`). The truthfulness guard takes a reply's claim of a ticket or a handoff as true only
+    after such a call (runs/engine.py `_facts`); the chat widget shows the customer its `fields` (runs/events.py)."""
+
+    HANDOFF = "handoff"
+    TICKET = "ticket"
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """What the customer is shown of it: never the model's claim, the object the call made."""
+        return _RECEIPT_FIELDS[self]
+
+
+_RECEIPT_FIELDS: Final[Mapping[Receipt, tuple[str, ...]]] = MappingProxyType(
+    {Receipt.HANDOFF: ("id", "status"), Receipt.TICKET: ("number", "status")}
+)
 
 
 @dataclass(frozen=True)
@@ -78,6 +117,10 @@ class BuiltinTool:
     one_open_ticket_per_customer: bool = False
     # Seed: create_ticket, 5 a day per end user (per session if anonymous).
     tickets_per_day: int | None = None
+    # What a successful call makes, as its result names it (see `Receipt`); None: nothing the guard checks.
+    receipt: Receipt | None = None
+    # What a test-panel run's real call of it leaves for the team, marked as a test (the panel says so by the call).
+    test_object: str | None = None
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -207,6 +250,8 @@ TRANSFER_TO_HUMAN = BuiltinTool(
         ArgumentSynonym("handoff_summary", "summary"),
     ),
     follows_business_hours=True,
+    receipt=Receipt.HANDOFF,
+    test_object="test handoff",
 )
 
 CREATE_TICKET = BuiltinTool(
@@ -306,6 +351,8 @@ CREATE_TICKET = BuiltinTool(
     ),
     one_open_ticket_per_customer=True,
     tickets_per_day=5,
+    receipt=Receipt.TICKET,
+    test_object="test ticket",
 )
 
 FLAG_CONVERSATION = BuiltinTool(
@@ -377,6 +424,7 @@ FLAG_CONVERSATION = BuiltinTool(
         ArgumentSynonym("importance", "urgency"),
     ),
     sessions_only=True,
+    test_object="test flag",
 )
 
 SEARCH_KNOWLEDGE = BuiltinTool(
@@ -469,6 +517,50 @@ def all_builtins() -> tuple[BuiltinTool, ...]:
 def versions() -> dict[str, str]:
     """name -> version of each built-in's model-facing text, stored in each published agent version."""
     return {tool.name: tool.version for tool in _REGISTRY.values()}
+
+
+def receipts() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """name -> (the key of its result that holds what it made, the fields of it the customer is shown), for each
+    built-in with a receipt."""
+    return {tool.name: (str(tool.receipt), tool.receipt.fields) for tool in _REGISTRY.values() if tool.receipt}
+
+
+# --- the executors ----------------------------------------------------------------------------------------------
+
+# An executor runs one call the policy check allowed and returns exactly what the model is shown; it is called as
+# `executor(run, call, arguments)` with the engine's rows (runs.models.Run and ToolCall) inside the transaction that
+# records the call, and must be idempotent per `call.pk` (a retry after a crash finds what it already made).
+Executor = Callable[[Any, Any, dict[str, Any]], dict[str, Any]]
+_E = TypeVar("_E", bound=Executor)
+_EXECUTORS: dict[str, Executor] = {}
+
+
+def executes(tool: BuiltinTool) -> Callable[[_E], _E]:
+    """Binds the decorated function as `tool`'s executor (when the app that owns it is ready). One executor per
+    built-in: binding another is an error, binding the same one again is nothing."""
+
+    def bind(executor: _E) -> _E:
+        if _REGISTRY.get(tool.name) is not tool:
+            raise ValueError(f"{tool.name} is not a built-in of this registry")
+        bound = _EXECUTORS.setdefault(tool.name, executor)
+        if bound is not executor:
+            raise ValueError(f"{tool.name} already has an executor: {bound.__module__}.{bound.__qualname__}")
+        return executor
+
+    return bind
+
+
+def executor(name: str) -> Executor:
+    """The executor bound to the built-in `name`."""
+    try:
+        return _EXECUTORS[name]
+    except KeyError:
+        raise LookupError(f"no executor is bound to the built-in {name!r} (see unexecuted())") from None
+
+
+def unexecuted() -> list[str]:
+    """The built-ins no app bound an executor to (once every app is ready, there are none)."""
+    return [name for name in _REGISTRY if name not in _EXECUTORS]
 
 
 def _loose(name: str) -> str:

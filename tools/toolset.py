@@ -23,7 +23,7 @@ EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}, "additio
 
 
 class ToolKind(StrEnum):
-    BUILTIN = "builtin"  # runs inside K-Agent (runs/builtin_tools.py)
+    BUILTIN = "builtin"  # runs inside K-Agent (its executor: tools/builtins.py `executor`)
     HTTP = "http"  # K-Agent calls the business's endpoint (tools/http_call.py)
     CLIENT = "client"  # the business's app runs it; the run pauses for its output
 

@@ -13,10 +13,12 @@ from django.utils import timezone
 
 from dashboard.access import MemberRequest, member_page
 from dashboard.chart import activity_chart
+from desk import selectors as desk_selectors
+from desk import services as desk_services
+from desk.apis import HANDOFF_UPDATE, TICKET_UPDATE
 from kagent.api import param_bool, param_choice
 from kagent.errors import ApiError
-from runs import selectors, services
-from runs.apis import HANDOFF_UPDATE, TICKET_UPDATE
+from runs import selectors
 
 CHART_DAYS = 30
 
@@ -33,10 +35,10 @@ def desk(request: MemberRequest) -> HttpResponse:
     context = {
         "include_tests": include_tests,
         "ticket_status": ticket_status,
-        "handoffs": selectors.handoff_list(project=project, status="open", include_tests=include_tests)
+        "handoffs": desk_selectors.handoff_list(project=project, status="open", include_tests=include_tests)
         .select_related("session")
         .order_by("-created_at")[:100],
-        "tickets": selectors.ticket_list(
+        "tickets": desk_selectors.ticket_list(
             project=project, status=None if ticket_status == "all" else ticket_status, include_tests=include_tests
         ).order_by("-created_at")[:100],
         "flagged": selectors.session_list(project=project, flagged=True, include_tests=include_tests).order_by(
@@ -76,11 +78,11 @@ def _status_change(
 @member_page("POST")
 def ticket_update(request: MemberRequest, ticket_id: str) -> HttpResponse:
     """Close or reopen a ticket, as `PATCH /v1/tickets/{id}` does."""
-    ticket = selectors.ticket_get(project=request.project, ticket_id=ticket_id)
+    ticket = desk_selectors.ticket_get(project=request.project, ticket_id=ticket_id)
     return _status_change(
         request,
         parse=lambda data: TICKET_UPDATE.parse(data, partial=True),
-        change=lambda status: services.ticket_update(ticket=ticket, status=status),
+        change=lambda status: desk_services.ticket_update(ticket=ticket, status=status),
         row="dashboard/_ticket_row.html",
         key="ticket",
     )
@@ -89,11 +91,11 @@ def ticket_update(request: MemberRequest, ticket_id: str) -> HttpResponse:
 @member_page("POST")
 def handoff_update(request: MemberRequest, handoff_id: str) -> HttpResponse:
     """Close a handoff once the team has the conversation, as `PATCH /v1/handoffs/{id}` does."""
-    handoff = selectors.handoff_get(project=request.project, handoff_id=handoff_id)
+    handoff = desk_selectors.handoff_get(project=request.project, handoff_id=handoff_id)
     return _status_change(
         request,
         parse=lambda data: HANDOFF_UPDATE.parse(data, partial=True),
-        change=lambda status: services.handoff_update(handoff=handoff, status=status),
+        change=lambda status: desk_services.handoff_update(handoff=handoff, status=status),
         row="dashboard/_handoff_row.html",
         key="handoff",
     )

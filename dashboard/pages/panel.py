@@ -29,9 +29,10 @@ from runs import selectors, services
 from runs.apis import RUN_CREATE, SUBMIT_TOOL_OUTPUTS, render_step
 from runs.identity import EndUserClaim
 from runs.models import Run, Session
+from tools.builtins import all_builtins
 
 # Built-ins whose real effect in a sandbox run is a test object: say so next to the call.
-TEST_OBJECTS = {"create_ticket": "test ticket", "transfer_to_human": "test handoff", "flag_conversation": "test flag"}
+TEST_OBJECTS = {tool.name: tool.test_object for tool in all_builtins() if tool.test_object}
 
 
 def _state_key(agent: Agent) -> str:

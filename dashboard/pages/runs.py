@@ -15,6 +15,7 @@ from agents.selectors import agent_list
 from dashboard.access import MemberRequest, member_page
 from dashboard.pages.panel import step_views
 from dashboard.problems import Problems
+from desk import selectors as desk_selectors
 from kagent.errors import ApiError
 from kagent.throttle import RateLimited
 from runs import events as run_events
@@ -135,7 +136,7 @@ def session_detail(request: MemberRequest, session_id: str) -> HttpResponse:
         "status": selectors.session_status(session),
         "messages_": selectors.session_messages(session=session).order_by("created_at", "pk"),
         "runs": selectors.run_list(project=request.project, session_id=session.pk).order_by("-pk")[:100],
-        "handoffs": selectors.handoff_list(project=request.project, include_tests=True).filter(session=session),
-        "tickets": selectors.ticket_list(project=request.project, include_tests=True).filter(session=session),
+        "handoffs": desk_selectors.handoff_list(project=request.project, include_tests=True).filter(session=session),
+        "tickets": desk_selectors.ticket_list(project=request.project, include_tests=True).filter(session=session),
     }
     return render(request, "dashboard/session.html", context)

@@ -15,10 +15,11 @@ import pytest
 from playwright.sync_api import expect
 
 from agents.models import Agent
+from desk.models import Ticket
 from fakes.llm import calls, text
 from kagent.models import SigningSecret
 from kagent.secrets import signing_secrets_valid
-from runs.models import Run, Ticket
+from runs.models import Run
 from tests.conftest import Tenant
 from tests.dashboard.conftest import screenshot
 

@@ -16,13 +16,14 @@ from django.utils import timezone
 from agents.models import Agent, KnowledgeSource
 from agents.services import agent_create, agent_publish, knowledge_source_create
 from dashboard import urls as dashboard_urls
+from desk.models import Handoff, Ticket
 from fakes.llm import calls, text
 from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from hooks.services import endpoint_create
 from kagent.models import EgressEvent, Membership, Secret, User
 from kagent.secrets import secret_put
 from runs import engine
-from runs.models import Handoff, Message, Run, Session, Ticket
+from runs.models import Message, Run, Session
 from runs.services import panel_session_create, run_create
 from tests.conftest import Tenant, make_tenant
 from tools.models import HttpTool

@@ -21,12 +21,13 @@ import jwt
 import pytest
 from playwright.sync_api import expect
 
+from desk.models import Handoff, Ticket
 from fakes.llm import Fault, calls, text
 from kagent import throttle
 from kagent.models import ApiKey
 from kagent.services import api_key_origins_update
 from runs import streams
-from runs.models import Handoff, Run, Session, Ticket, ToolCall
+from runs.models import Run, Session, ToolCall
 from tests.conftest import Tenant
 from tests.dashboard.conftest import DESKTOP, PHONE, new_page, screenshot
 from tests.dashboard.test_browser import no_sideways_scroll, sign_in

@@ -13,10 +13,10 @@ import pytest
 from django.utils import timezone
 from standardwebhooks import Webhook
 
+from desk.models import Ticket
 from fakes.llm import calls, text
 from hooks import services
 from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
-from runs.models import Ticket
 from tests.hooks.conftest import create_endpoint, pump, received
 from tests.runs.conftest import VERIFIED
 

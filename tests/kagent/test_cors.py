@@ -261,7 +261,7 @@ def test_a_browser_step_carries_the_receipt_of_a_handoff_the_tool_made(alice, fa
     run = browser.post("/v1/runs", {"agent": agent, "session": session, "input": "broken"}, format="json").json()
     engine.run_execute(run["id"])
     body = b"".join(browser.get(f"/v1/runs/{run['id']}/events").streaming_content).decode()
-    from runs.models import Handoff
+    from desk.models import Handoff
 
     made = Handoff.objects.get(session_id=session)
     assert f'"receipt":{{"handoff":{{"id":"{made.pk}","status":"open"}}}}' in body

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from desk.models import Handoff, Ticket
 from fakes.llm import calls, text
-from runs.models import Handoff, Message, Run, Session, Ticket, ToolCall
+from runs.models import Message, Run, Session, ToolCall
 from tests.kagent.test_auth import error
 from tests.runs.conftest import VERIFIED
 

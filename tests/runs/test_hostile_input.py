@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from desk.models import Handoff
 from fakes.llm import calls, text
-from runs.models import Handoff, Run, Session
+from runs.models import Run, Session
 from tests.kagent.test_auth import error
 from tests.runs.test_policy_refusals import refusals
 

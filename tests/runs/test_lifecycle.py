@@ -10,8 +10,9 @@ import jwt
 import pytest
 from django.utils import timezone
 
+from desk.models import Handoff, Ticket
 from fakes.llm import calls, text
-from runs.models import Handoff, Run, Ticket, ToolCall
+from runs.models import Run, ToolCall
 from runs.services import run_sweep
 from tests.kagent.test_auth import error
 from tests.runs.conftest import VERIFIED

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from desk.models import Ticket
 from fakes.llm import calls, text
 from runs import engine
-from runs.models import Run, Ticket, ToolCall
+from runs.models import Run, ToolCall
 from tests.runs.conftest import VERIFIED, Harness
 from tests.runs.test_http_tools import earlier_attempts, order_tool, setup_tool
 

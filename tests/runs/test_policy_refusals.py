@@ -10,8 +10,9 @@ import json
 import pytest
 from django.utils import timezone
 
+from desk.models import Handoff, Ticket, TicketCounter
 from fakes.llm import calls, text
-from runs.models import Handoff, Run, Ticket, TicketCounter, ToolCall
+from runs.models import Run, ToolCall
 from tests.runs.conftest import VERIFIED
 
 pytestmark = pytest.mark.django_db
@@ -162,20 +163,20 @@ def test_run_cancelled_stops_the_rest_of_the_round(h):
     session = h.session(agent)
     started = h.start(agent, "x", session=session)
     # The first call's execution requests a cancel (as the API would, from another process).
-    from runs import builtin_tools
+    from tools import builtins
 
-    original = builtin_tools._RUNNERS["transfer_to_human"]
+    original = builtins.executor("transfer_to_human")
 
     def then_cancel(run, call, args):
         result = original(run, call, args)
         Run.objects.filter(pk=run.pk).update(cancel_requested=True, cancellation_reason="requested")
         return result
 
-    builtin_tools._RUNNERS["transfer_to_human"] = then_cancel
+    builtins._EXECUTORS["transfer_to_human"] = then_cancel
     try:
         run = h.drive(started["id"])
     finally:
-        builtin_tools._RUNNERS["transfer_to_human"] = original
+        builtins._EXECUTORS["transfer_to_human"] = original
     assert run["status"] == "cancelled" and run["cancellation_reason"] == "requested"
     assert refusals(h, run["id"]) == [("transfer_to_human", None), ("flag_conversation", "run_cancelled")]
     assert len(h.fake.requests("cancel-mid")) == 1  # no model call after the cancel

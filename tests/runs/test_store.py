@@ -13,13 +13,14 @@ from django.test.utils import CaptureQueriesContext
 from agents.models import KnowledgeSource
 from agents.selectors import searchable_sources
 from agents.services import agent_create, agent_publish
+from desk.models import Handoff, Ticket, TicketCounter
 from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEvent
 from hooks.services import endpoint_create
 from kagent.models import ApiKey, EgressEvent
 from kagent.sql import api_key_by_digest
-from runs import builtin_tools, services, store
-from runs.models import Handoff, Run, RunEvent, RunStep, Segment, Session, Ticket, TicketCounter, ToolCall
+from runs import builtins, services, store
 from runs.models import Message as ChatMessage
+from runs.models import Run, RunEvent, RunStep, Segment, Session, ToolCall
 from tests.conftest import make_tenant
 
 pytestmark = pytest.mark.django_db
@@ -217,7 +218,7 @@ def test_a_session_and_a_project_with_all_a_run_writes_are_deleted_whole(alice):
         call = ToolCall.objects.create(
             project=alice.project, run=run, round=1, index=index, model_call_id=f"m{index}", name=name, rate_key="r"
         )
-        builtin_tools.builtin_execute(run=run, call=call, name=name, arguments=arguments, fields={})
+        builtins.builtin_execute(run=run, call=call, name=name, arguments=arguments, fields={})
     RunStep.objects.create(run=run, kind=RunStep.Kind.MODEL_CALL)
     EgressEvent.objects.create(project=alice.project, purpose="http_tool", method="GET", host="h", decision="allowed")
     endpoint, _ = endpoint_create(

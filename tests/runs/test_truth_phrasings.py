@@ -97,7 +97,7 @@ def test_ticket_claim_after_refused_create_ticket_and_a_successful_handoff(h):
     assert run["status"] == "completed", run
     codes = [(c["name"], c["status"]) for c in h.tool_steps(run["id"])]
     assert ("create_ticket", "refused") in codes, codes
-    from runs.models import Ticket
+    from desk.models import Ticket
 
     assert not Ticket.objects.exists()
     assert run["output"]["unverified_claims"] != [], run["output"]

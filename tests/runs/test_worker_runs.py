@@ -8,10 +8,11 @@ import time
 
 import pytest
 
+from desk.models import Handoff
 from fakes.llm import Fault, calls, text
 from kagent.tasks import ping
 from runs import engine
-from runs.models import Handoff, Run, ToolCall
+from runs.models import Run, ToolCall
 from runs.services import run_sweep
 from tests.conftest import make_tenant, wait_for
 

@@ -457,3 +457,51 @@ def test_unknown_keys_and_non_object_arguments_are_left_for_validation() -> None
     assert normalize_arguments(SEARCH, {"query": "x", "customer_id": "42"}) == {"query": "x", "customer_id": "42"}
     sent: Any = ["not", "an", "object"]
     assert normalize_arguments(SEARCH, sent) is sent
+
+
+# --- the executors: bound to the registry by the apps that own what they do --------------------------------------
+
+
+def test_every_builtin_has_its_executor_once_the_apps_are_ready() -> None:
+    from tools.apps import builtins_executed
+
+    assert builtins.unexecuted() == []
+    assert builtins_executed() == []
+    assert {name: builtins.executor(name).__module__ for name in sorted(BUILTIN_NAMES)} == {
+        "create_ticket": "desk.builtins",
+        "flag_conversation": "runs.builtins",
+        "search_knowledge": "runs.builtins",
+        "transfer_to_human": "desk.builtins",
+    }
+
+
+def test_a_builtin_has_one_executor() -> None:
+    bound = builtins.executor("flag_conversation")
+    assert builtins.executes(FLAG)(bound) is bound  # the same one again: nothing changes
+    with pytest.raises(ValueError, match="already has an executor"):
+        builtins.executes(FLAG)(lambda run, call, arguments: {"ok": True})
+    with pytest.raises(ValueError, match="not a built-in"):
+        builtins.executes(dataclasses.replace(FLAG, version="9.9.9"))(lambda run, call, arguments: {"ok": True})
+    assert builtins.executor("flag_conversation") is bound
+    with pytest.raises(LookupError, match="no_such_tool"):
+        builtins.executor("no_such_tool")
+
+
+def test_a_builtin_nobody_bound_an_executor_to_fails_the_system_check(monkeypatch: Any) -> None:
+    from tools.apps import builtins_executed
+
+    monkeypatch.delitem(builtins._EXECUTORS, "search_knowledge")
+    errors = builtins_executed()
+    assert [error.id for error in errors] == ["tools.E001"] and "search_knowledge" in errors[0].msg
+
+
+def test_receipts_say_what_the_chat_widget_shows_of_what_a_builtin_made() -> None:
+    assert builtins.receipts() == {
+        "create_ticket": ("ticket", ("number", "status")),
+        "transfer_to_human": ("handoff", ("id", "status")),
+    }
+    assert {tool.name: tool.test_object for tool in all_builtins() if tool.test_object} == {
+        "create_ticket": "test ticket",
+        "flag_conversation": "test flag",
+        "transfer_to_human": "test handoff",
+    }
