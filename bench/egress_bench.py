@@ -96,7 +96,7 @@ def main() -> None:
             import httpx
             from django.conf import settings
 
-            from kagent.egress import EgressClient, record_event_db
+            from kagent.egress import EgressClient, record_in_log
 
             settings.KAGENT_EGRESS_ALLOW_NETWORKS = [f"{host}/32"]
             settings.KAGENT_EGRESS_CA_BUNDLE = str(ca_file)
@@ -107,7 +107,7 @@ def main() -> None:
             plain_client = httpx.Client(verify=context, trust_env=False)
             plain_url = f"https://{host}:8443/bench?q=1"
             hardened = EgressClient(recorder=None)
-            logged = EgressClient(recorder=record_event_db)
+            logged = EgressClient(recorder=record_in_log)
             headers = {"Content-Type": "application/json"}
 
             def plain() -> None:

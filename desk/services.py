@@ -1,7 +1,7 @@
 """Writes of the desk: a run's built-ins open tickets and hand conversations to the team (`ticket_create`,
 `handoff_create`, called by desk/builtins.py for the run engine); the team closes and reopens them
 (`ticket_update`, `handoff_update`, from the API and the dashboard). Each change the business can subscribe to is
-recorded for its webhooks in the same transaction (desk/webhooks.py)."""
+recorded for its webhooks in the same transaction (desk/webhook_events.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from desk import webhooks
+from desk import webhook_events
 from desk.models import Handoff, Ticket, TicketCounter
 from kagent.errors import Conflict, Unprocessable
 from kagent.inputs import UNSET, is_set
@@ -49,7 +49,7 @@ def handoff_create(*, run: Run, tool_call_id: str, reason_type: str, summary: st
         )
         if run.session_id is not None:
             Session.objects.filter(pk=run.session_id).update(status=Session.Status.HANDED_OFF)
-        webhooks.handoff_event(handoff, "handoff.created")
+        webhook_events.handoff_event(handoff, "handoff.created")
     return handoff
 
 
@@ -86,7 +86,7 @@ def ticket_create(
             tool_call_id=tool_call_id,
             is_test=run.sandbox,
         )
-        webhooks.ticket_event(ticket, "ticket.created")
+        webhook_events.ticket_event(ticket, "ticket.created")
     return ticket
 
 
@@ -133,7 +133,7 @@ def ticket_update(*, ticket: Ticket, status: str = UNSET, priority: str = UNSET)
         Ticket.objects.filter(pk=current.pk).update(**changes)
         for key, value in changes.items():
             setattr(current, key, value)
-        webhooks.ticket_event(current, "ticket.updated")
+        webhook_events.ticket_event(current, "ticket.updated")
     return current
 
 
@@ -173,5 +173,5 @@ def handoff_update(*, handoff: Handoff, status: str = UNSET, assignee: str | Non
                 status=Session.Status.HANDED_OFF if still_open else Session.Status.CLOSED
             )
         if moved and current.status == Handoff.Status.CLOSED:
-            webhooks.handoff_event(current, "handoff.closed")
+            webhook_events.handoff_event(current, "handoff.closed")
     return current

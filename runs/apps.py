@@ -7,6 +7,6 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         import runs.builtins  # noqa: F401  (binds flag_conversation's and search_knowledge's executors)
-        from runs import webhooks
+        from runs import webhook_events
 
-        webhooks.register()  # how `hooks` renders a run's events when it dispatches them
+        webhook_events.register()  # how `hooks` renders a run's events when it dispatches them

@@ -18,7 +18,7 @@ from django.utils import timezone
 from agents.knowledge.results import search_result
 from agents.knowledge.terms import query_terms
 from agents.selectors import knowledge_search
-from runs import webhooks
+from runs import webhook_events
 from runs.models import Run, Session, ToolCall
 from tools.builtins import FLAG_CONVERSATION, SEARCH_KNOWLEDGE, executes, executor
 
@@ -31,7 +31,7 @@ def flag_conversation(run: Run, call: ToolCall, args: dict[str, Any]) -> dict[st
         flagged=True, flag_reason=args["reason"], flag_urgency=args.get("urgency", "normal"), flagged_at=timezone.now()
     )
     if flagged and run.session_id is not None and not run.sandbox:
-        webhooks.flagged_event(project_id=run.project_id, session_id=run.session_id)
+        webhook_events.flagged_event(project_id=run.project_id, session_id=run.session_id)
     return {"ok": True, "flagged": True, "message": "The conversation is flagged for the team to review."}
 
 

@@ -27,7 +27,7 @@ from desk import selectors as desk_selectors
 from kagent.egress import EgressRecord
 from kagent.models import SigningSecret
 from kagent.secrets import secret_resolve, signing_secrets_for_calls
-from runs import events, providers, store, transitions, truth
+from runs import providers, run_events, store, transitions, truth
 from runs.builtins import builtin_execute
 from runs.lease import KEEPER, lease
 from runs.limits import SHARED_BUCKET_PREFIXES, bucket_held
@@ -478,7 +478,7 @@ class Engine:
                         arguments=decision.arguments,
                         fields=self._decision_fields(call),
                     )
-                    events.record(self.run.pk, RunEvent.Type.STEP_CREATED, ref=call.pk)
+                    run_events.record(self.run.pk, RunEvent.Type.STEP_CREATED, ref=call.pk)
                 self.fresh = False
                 return
             if call.status != ToolCall.Status.RUNNING:
@@ -518,7 +518,7 @@ class Engine:
                 **self._decision_fields(call),
             )
             if call.status != ToolCall.Status.AWAITING_OUTPUT:  # its event comes with the app's output
-                events.record(self.run.pk, RunEvent.Type.STEP_CREATED, ref=call.pk)
+                run_events.record(self.run.pk, RunEvent.Type.STEP_CREATED, ref=call.pk)
 
     def _mark_running(self, call: ToolCall) -> bool:
         """Records the call as running (about to be sent), fenced; False when a cancel arrived first."""
@@ -618,7 +618,7 @@ class Engine:
                 self.fence(transcript=self._transcript_json(), pushbacks=self.run.pushbacks, usage=self.run.usage)
                 RunStep.objects.bulk_create([step, notice])
                 for written in (step, notice):
-                    events.record(self.run.pk, RunEvent.Type.STEP_CREATED, ref=written.pk)
+                    run_events.record(self.run.pk, RunEvent.Type.STEP_CREATED, ref=written.pk)
             return False
         answer = Message(role="assistant", content=text)
         fence = store.complete(

@@ -134,7 +134,7 @@ class Run(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     claims = models.IntegerField(default=0)
     # Until when someone follows the run's events (an event stream, a wait): the engine wakes them (Redis PUBLISH)
-    # only then; a run nobody follows costs no wake-up. Set by the follower before it looks (runs/events.py).
+    # only then; a run nobody follows costs no wake-up. Set by the follower before it looks (runs/run_events.py).
     followed_until = models.DateTimeField(null=True, blank=True)
     purged_at = models.DateTimeField(null=True, blank=True)
     result_delivered = models.BooleanField(default=False)

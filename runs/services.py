@@ -19,9 +19,8 @@ from agents.models import Agent, AgentVersion
 from agents.selectors import agent_get, searchable_sources
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
 from kagent.models import ApiKey, Project
-from runs import events as run_events
+from runs import run_events, transitions, truth
 from runs import store as run_store
-from runs import transitions, truth
 from runs.engine import client_output_shown
 from runs.identity import EndUserClaim, Identity, identity_resolve
 from runs.llm import Message
@@ -221,7 +220,7 @@ def run_create(
     """A queued run, enqueued once it is committed. `api_key` None is the dashboard (trusted like a secret key);
     `session_id` None makes a one-shot run; `allow_actions` None means not given. With `idempotency`, see
     `run_create_once`. `followed_for`: the caller follows the run's events for that many seconds from now (a wait,
-    an event stream), written with the run (runs/events.py). `latest`: the agent's latest version, if the caller
+    an event stream), written with the run (runs/run_events.py). `latest`: the agent's latest version, if the caller
     read it already (with the API key: runs/store.py `latest_read`)."""
     one_shot = session_id is None
     if allow_actions is not None and not one_shot:

@@ -33,7 +33,7 @@ from kagent.egress import EgressRecord
 from kagent.ids import new_id
 from kagent.models import ApiKey, EgressEvent
 from kagent.sql import Alongside, execute
-from runs import events, transitions
+from runs import run_events, transitions
 from runs.models import EndUser, Run, RunEvent, RunStep, ToolCall
 from runs.models import Message as ChatMessage
 
@@ -209,8 +209,8 @@ WITH claimed AS (
     SET status = %(target)s, started_at = COALESCE(started_at, %(now)s), lease_expires_at = %(lease)s,
         claims = claims + 1
     WHERE id = %(run)s AND {_status_in(transitions.CLAIM)}
-    RETURNING {", ".join(_RUN_COLUMNS)}, {events.FOLLOWED_SQL}
-), event AS ({events.insert_sql("claimed", type_param="event")})
+    RETURNING {", ".join(_RUN_COLUMNS)}, {run_events.FOLLOWED_SQL}
+), event AS ({run_events.insert_sql("claimed", type_param="event")})
 SELECT claimed.*, end_user.external_id, end_user.traits
 FROM claimed LEFT JOIN runs_enduser AS end_user ON end_user.id = claimed.end_user_id
 """
@@ -232,7 +232,7 @@ def claim(run_id: str, *, now: datetime, lease_until: datetime) -> Run | None:
     if not rows:
         return None
     values = dict(zip((*_RUN_COLUMNS, "followed", "external_id", "traits"), rows[0], strict=True))
-    events.notify_if_followed(run_id, values.pop("followed"))
+    run_events.notify_if_followed(run_id, values.pop("followed"))
     external_id, traits = values.pop("external_id"), values.pop("traits")
     for column in _JSON_COLUMNS:
         values[column] = _loaded(values[column])
@@ -302,7 +302,7 @@ WITH held AS (
     SET rounds = %(rounds)s, transcript = %(transcript)s::jsonb, usage = %(usage)s::jsonb, lease_expires_at = %(lease)s
     WHERE id = %(run)s AND status = %(held_status)s AND claims = %(held_by)s
         AND (%(despite_cancel)s OR NOT cancel_requested)
-    RETURNING id, {events.FOLLOWED_SQL}
+    RETURNING id, {run_events.FOLLOWED_SQL}
 ), step AS ({_STEP_INSERT.format(source="held")}), calls AS (
     INSERT INTO runs_toolcall ({columns})
     SELECT v.* FROM held, (VALUES {rows}) AS v({columns})
@@ -372,7 +372,7 @@ def record_round(
         params[f"v{i}_type"], params[f"v{i}_ref"] = RunEvent.Type.STEP_CREATED, ref
     written, followed = execute(_round_sql(len(calls), len(refs)), params)[0]
     if written:
-        events.notify_if_followed(run.pk, followed)
+        run_events.notify_if_followed(run.pk, followed)
         return Fence.WRITTEN
     return _fence_missed(run.pk, held_by)
 
@@ -434,13 +434,13 @@ _EGRESS_COLUMNS = (
     "created_at",
 )
 # The run's row is read with a lock (FOR SHARE) before the call's row is updated: the result's event and a
-# follower's `followed_until` are then ordered like those of the writes that update the run's row (runs/events.py),
+# follower's `followed_until` are then ordered like those of the writes that update the run's row (runs/run_events.py),
 # and the locks are taken in the order every other writer takes them (the run's row, then its calls': a worker that
 # took the run over and ends it meanwhile waits rather than deadlocks). The uncorrelated EXISTS is evaluated once,
 # before the call's row is looked at.
 _RESULT_UPDATE = f"""
 followed AS MATERIALIZED (
-    SELECT id, {events.FOLLOWED_SQL} FROM runs_run WHERE id = %(run)s FOR SHARE
+    SELECT id, {run_events.FOLLOWED_SQL} FROM runs_run WHERE id = %(run)s FOR SHARE
 ), updated AS (
     UPDATE runs_toolcall SET status = %(status)s, result = %(result)s::jsonb, upstream = %(upstream)s::jsonb,
         finished_at = %(now)s
@@ -449,11 +449,11 @@ followed AS MATERIALIZED (
 )"""
 _RESULT_WRITTEN = "SELECT count(*), bool_or(followed) FROM updated CROSS JOIN followed"
 _RESULT_SQL = f"""
-WITH {_RESULT_UPDATE}, event AS ({events.insert_sql("updated", type_param="event", ref_param="call")})
+WITH {_RESULT_UPDATE}, event AS ({run_events.insert_sql("updated", type_param="event", ref_param="call")})
 {_RESULT_WRITTEN}
 """
 _RESULT_WITH_EGRESS_SQL = f"""
-WITH {_RESULT_UPDATE}, event AS ({events.insert_sql("updated", type_param="event", ref_param="call")}), egress AS (
+WITH {_RESULT_UPDATE}, event AS ({run_events.insert_sql("updated", type_param="event", ref_param="call")}), egress AS (
     INSERT INTO kagent_egressevent ({", ".join(_EGRESS_COLUMNS)})
     VALUES ({", ".join(f"%(e_{name})s" for name in _EGRESS_COLUMNS)})
 )
@@ -501,7 +501,7 @@ def record_result(call: ToolCall, *, now: datetime, egress: Sequence[EgressRecor
         if records:
             EgressEvent.objects.bulk_create([EgressEvent(**_egress_values(r, now)) for r in records])
     if written:
-        events.notify_if_followed(call.run_id, followed)
+        run_events.notify_if_followed(call.run_id, followed)
 
 
 # --- the end: completed with the answer --------------------------------------------------------------------------
@@ -512,7 +512,7 @@ WITH done AS (
     SET status = %(target)s, output = %(output)s::jsonb, completed_at = %(now)s, lease_expires_at = NULL,
         transcript = %(transcript)s::jsonb, usage = %(usage)s::jsonb
     WHERE id = %(run)s AND {_status_in(transitions.COMPLETE)} AND claims = %(held_by)s AND NOT cancel_requested
-    RETURNING id, project_id, session_id, sandbox, {events.FOLLOWED_SQL}
+    RETURNING id, project_id, session_id, sandbox, {run_events.FOLLOWED_SQL}
 ), step AS ({_STEP_INSERT.format(source="done")}), message AS (
     INSERT INTO runs_message (id, project_id, session_id, run_id, role, content, unverified_claims, created_at)
     SELECT %(message_id)s, project_id, session_id, id, %(role)s, %(text)s, %(claims)s::jsonb, %(now)s
@@ -557,7 +557,7 @@ def complete(
     }
     written, webhook_event, followed = execute(_COMPLETE_SQL, params)[0]
     if written:
-        events.notify_if_followed(run.pk, followed)
+        run_events.notify_if_followed(run.pk, followed)
         if webhook_event is not None:
             outbox.dispatch_on_commit(webhook_event)
         return Fence.WRITTEN

@@ -1,6 +1,6 @@
 """A run's events as Server-Sent Events: what was missed since Last-Event-ID, then each event as it is written, a
 keep-alive comment every 15 s, and the end after a terminal event or `run.requires_action`. A stream (or a wait)
-subscribes, says that it follows the run (`events.follow`: the engine wakes only followed runs), then looks.
+subscribes, says that it follows the run (`run_events.follow`: the engine wakes only followed runs), then looks.
 
 Two forms of the same loop: a generator for WSGI servers (`bin/run`'s development server, gunicorn; it holds a
 thread while it streams) and an async generator for the ASGI server (`uvicorn kagent.asgi:application`, which
@@ -35,9 +35,9 @@ from kagent.clients import client_address
 from kagent.errors import OUTAGES
 from kagent.models import ApiKey
 from kagent.throttle import RateLimited
-from runs import events
-from runs.events import Event
+from runs import run_events
 from runs.models import Run
+from runs.run_events import Event
 from runs.services import run_purge
 
 KEEPALIVE_S = 15.0
@@ -61,7 +61,7 @@ class KeySlot:
         self.id = uuid.uuid4().hex
 
     def try_take(self) -> bool:
-        client = events.redis_client()
+        client = run_events.redis_client()
         now = time.time()
         pipe = client.pipeline()
         pipe.zremrangebyscore(self.name, 0, now - OPEN_TTL_S)
@@ -74,13 +74,13 @@ class KeySlot:
         return False
 
     def refresh(self) -> None:
-        events.redis_client().zadd(self.name, {self.id: time.time()})
+        run_events.redis_client().zadd(self.name, {self.id: time.time()})
 
     def release(self) -> None:
         try:
-            events.redis_client().zrem(self.name, self.id)
+            run_events.redis_client().zrem(self.name, self.id)
         except Exception:  # it stops counting within OPEN_TTL_S anyway
-            events.logger.warning("could not release a slot of %s", self.name, exc_info=True)
+            run_events.logger.warning("could not release a slot of %s", self.name, exc_info=True)
 
 
 class StreamSlot(KeySlot):
@@ -137,7 +137,7 @@ def _follow_unless(run_id: str, followed_until: datetime | None, seconds: float,
     """Follows the run for `seconds` unless its row (as read with the run) says it is followed for the `needed`
     seconds to come already: it was made followed for this request (`wait`, `"stream": true`)."""
     if followed_until is None or followed_until < timezone.now() + timedelta(seconds=needed):
-        events.follow(run_id, seconds)
+        run_events.follow(run_id, seconds)
 
 
 def _follow_in_a_pool_thread(run_id: str, followed_until: datetime | None, seconds: float, needed: float) -> None:
@@ -151,7 +151,7 @@ def wait_settled(run_id: str, owner: str, seconds: float, *, followed_until: dat
     """`POST /v1/runs` with `wait`: up to `seconds` for the run to end or pause, woken by its events (and looking at
     least every second). False when it didn't, or when there was no place to wait: KAGENT_WAITS_PER_KEY for the key,
     KAGENT_WAIT_THREADS for this process. `followed_until`: the run's, as the caller read it (a run made with
-    `wait` is followed from its INSERT on; see runs/events.py). The caller answers with the run as it is either
+    `wait` is followed from its INSERT on; see runs/run_events.py). The caller answers with the run as it is either
     way — also when Redis or the database failed while waiting: the run is committed by then, and an error answer
     (503) would have the app create it again."""
     permit = ThreadPermit()
@@ -163,8 +163,8 @@ def wait_settled(run_id: str, owner: str, seconds: float, *, followed_until: dat
         if not slot.try_take():
             return False
         deadline = time.monotonic() + seconds
-        subscription = events.redis_client().pubsub(ignore_subscribe_messages=True)
-        subscription.subscribe(events.channel(run_id))  # before looking: no event is missed in between
+        subscription = run_events.redis_client().pubsub(ignore_subscribe_messages=True)
+        subscription.subscribe(run_events.channel(run_id))  # before looking: no event is missed in between
         _follow_unless(run_id, followed_until, seconds + WAIT_MARGIN_S, needed=seconds)
         while True:
             if _settled(run_id):
@@ -174,7 +174,9 @@ def wait_settled(run_id: str, owner: str, seconds: float, *, followed_until: dat
                 return False
             subscription.get_message(timeout=min(left, 1.0))
     except OUTAGES:
-        events.logger.warning("a wait on %s ended early: redis or the database is out of reach", run_id, exc_info=True)
+        run_events.logger.warning(
+            "a wait on %s ended early: redis or the database is out of reach", run_id, exc_info=True
+        )
         return False
     finally:
         if subscription is not None:
@@ -229,7 +231,7 @@ def _next(run_id: str, after: int, *, full_steps: bool) -> tuple[list[Event], bo
     # had ended by then, the look at the events after it finds that event. (The other order misses it when the run
     # ends between the two looks: no new event yet, then "ended", and the stream closed without its last event.)
     ended = not Run.objects.filter(pk=run_id).exclude(status__in=Run.TERMINAL).exists()
-    batch = events.after(run_id, after, full_steps=full_steps)
+    batch = run_events.after(run_id, after, full_steps=full_steps)
     if batch:
         return batch, False
     return [], ended
@@ -256,8 +258,8 @@ def stream(
     subscription = None
     try:
         yield f"retry: {RETRY_MS}\n\n".encode()
-        subscription = events.redis_client().pubsub(ignore_subscribe_messages=True)
-        subscription.subscribe(events.channel(run_id))
+        subscription = run_events.redis_client().pubsub(ignore_subscribe_messages=True)
+        subscription.subscribe(run_events.channel(run_id))
         _follow_unless(run_id, followed_until, FOLLOW_S, needed=FOLLOW_S - KEEPALIVE_S)
         followed_at = time.monotonic()
         while True:
@@ -275,7 +277,7 @@ def stream(
                 return
             subscription.get_message(timeout=KEEPALIVE_S)
             if time.monotonic() - followed_at >= KEEPALIVE_S:
-                events.follow(run_id, FOLLOW_S)  # however busy the stream: its mark must not run out
+                run_events.follow(run_id, FOLLOW_S)  # however busy the stream: its mark must not run out
                 followed_at = time.monotonic()
             if time.monotonic() - last_sent >= KEEPALIVE_S:
                 yield b": keep-alive\n\n"
@@ -307,7 +309,7 @@ async def astream(
         yield f"retry: {RETRY_MS}\n\n".encode()
         client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
         subscription = client.pubsub(ignore_subscribe_messages=True)
-        await subscription.subscribe(events.channel(run_id))
+        await subscription.subscribe(run_events.channel(run_id))
         await follow(run_id, followed_until, FOLLOW_S, FOLLOW_S - KEEPALIVE_S)
         followed_at = time.monotonic()
         while True:
@@ -372,7 +374,7 @@ def event_stream(run: Run, places: StreamPlaces, *, after: int, full_steps: bool
     would be reopened every few seconds for as long as the page stays open)."""
     run_id, store = run.pk, run.store
     try:
-        finished = run.status in Run.TERMINAL and events.last_id(run_id) <= after
+        finished = run.status in Run.TERMINAL and run_events.last_id(run_id) <= after
     except BaseException:  # nothing holds the places yet: give them back, or this process loses a thread for good
         places.release()
         raise

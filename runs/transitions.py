@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import transaction
 
-from runs import events
+from runs import run_events
 from runs.models import Run
 
 S = Run.Status
@@ -76,7 +76,7 @@ def transition(
     with transaction.atomic():
         changed = runs.update(status=move.target, **fields) == 1
         if changed and record_event:
-            events.record_status(run_id, move.target)
+            run_events.record_status(run_id, move.target)
     return changed
 
 

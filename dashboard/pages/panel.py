@@ -24,8 +24,7 @@ from dashboard.access import MemberRequest, member_page
 from dashboard.problems import Problems, problems_from
 from kagent import throttle
 from kagent.errors import ApiError, NotFound
-from runs import events as run_events
-from runs import selectors, services
+from runs import run_events, selectors, services
 from runs.apis import RUN_CREATE, SUBMIT_TOOL_OUTPUTS, render_step
 from runs.identity import EndUserClaim
 from runs.models import Run, Session

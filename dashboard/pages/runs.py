@@ -18,8 +18,7 @@ from dashboard.problems import Problems
 from desk import selectors as desk_selectors
 from kagent.errors import ApiError
 from kagent.throttle import RateLimited
-from runs import events as run_events
-from runs import selectors, services, streams
+from runs import run_events, selectors, services, streams
 from runs.apis import run_filters
 from runs.models import Run
 

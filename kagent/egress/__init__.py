@@ -41,14 +41,13 @@ Where each part lives, from the bottom up (a module imports only modules above i
 `limits` the seed's numbers; `errors` EgressError, REFUSAL_CODES and what a tenant is told of a failure; `headers`
 which headers callers and tenants may set; `resolver` DNS on threads admitted per process, project and host, and
 the --resolve overrides; `addresses` the deny list and EgressPolicy; `urls` url_check; `decoding` the bounded body
-decoder; `events` the egress log; `transport` the guarded backend, TLS and EgressTransport (over `kagent.http1`);
+decoder; `log` the egress log; `transport` the guarded backend, TLS and EgressTransport (over `kagent.http1`);
 `client` EgressClient and get_client. Import from `kagent.egress`, not the modules.
 """
 
 from kagent.egress.addresses import EgressPolicy, IPAddress, IPNetwork, address_denial
 from kagent.egress.client import EgressClient, EgressResponse, destination_check, get_client
 from kagent.egress.errors import REFUSAL_CODES, TENANT_MESSAGES, EgressError, tenant_code, tenant_message
-from kagent.egress.events import EgressRecord, Recorder, record_event_db
 from kagent.egress.headers import (
     FORBIDDEN_HEADER_PREFIXES,
     SIGNING_HEADERS,
@@ -67,6 +66,7 @@ from kagent.egress.limits import (
     MAX_TIMEOUT_MS,
     MAX_URL_LENGTH,
 )
+from kagent.egress.log import EgressRecord, Recorder, record_in_log
 from kagent.egress.resolver import DNS_BACKLOG, DNS_PER_HOST, DNS_PER_PROJECT, Resolver, system_resolver
 from kagent.egress.transport import EgressTransport
 from kagent.egress.urls import TargetUrl, url_check
@@ -105,7 +105,7 @@ __all__ = [
     "destination_check",
     "get_client",
     "is_tenant_forbidden_header",
-    "record_event_db",
+    "record_in_log",
     "system_resolver",
     "tenant_code",
     "tenant_message",

@@ -19,7 +19,6 @@ from django.conf import settings
 from kagent.egress.addresses import EgressPolicy
 from kagent.egress.decoding import BoundedDecoder
 from kagent.egress.errors import REFUSAL_CODES, EgressError
-from kagent.egress.events import EgressRecord, Recorder, record_event_db
 from kagent.egress.headers import USER_AGENT, check_headers, joined_headers
 from kagent.egress.limits import (
     ALLOWED_METHODS,
@@ -27,6 +26,7 @@ from kagent.egress.limits import (
     MAX_RESPONSE_BYTES,
     MAX_TIMEOUT_MS,
 )
+from kagent.egress.log import EgressRecord, Recorder, record_in_log
 from kagent.egress.resolver import Resolver, system_resolver
 from kagent.egress.transport import EgressTransport, Exchange
 from kagent.egress.urls import TargetUrl, url_check
@@ -47,7 +47,7 @@ class EgressResponse:
 class EgressClient:
     """One per process (`get_client()`): holds the pool, so connections are reused between calls."""
 
-    def __init__(self, *, resolver: Resolver | None = None, recorder: Recorder | None = record_event_db) -> None:
+    def __init__(self, *, resolver: Resolver | None = None, recorder: Recorder | None = record_in_log) -> None:
         self._resolver: Resolver = resolver or system_resolver
         self._recorder = recorder
         self._lock = threading.Lock()

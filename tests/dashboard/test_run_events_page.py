@@ -72,7 +72,7 @@ def test_a_run_that_pauses_while_its_page_is_drawn_is_not_waited_for_forever(ali
     # The page draws the run, then says from which event on it follows it. If the run pauses between the two, the
     # page must show the pause (or follow from before its event): never show the run working while following from
     # after the event that said it stopped — it would wait for an event that was already sent.
-    from runs import events as run_events
+    from runs import run_events
     from tests.runs.test_lifecycle import CART
 
     fake_llm.script("dash-pause-race", [calls(("get_cart", {})), text("You have 2 items.")])

@@ -1,5 +1,5 @@
 """The engine wakes a run's event streams (a Redis PUBLISH on the run's channel) only while someone follows the run
-(runs/events.py): a run nobody follows costs no wake-up; a followed one wakes its follower at each of the engine's
+(runs/run_events.py): a run nobody follows costs no wake-up; a followed one wakes its follower at each of the engine's
 writes; a run made for a wait or a stream is followed from its INSERT; and a follower that starts following while a
 tool's result is being written is woken by that write, not missed."""
 
@@ -19,7 +19,7 @@ from django.db import connection
 from django.utils import timezone
 
 from fakes.llm import calls, text
-from runs import events, store
+from runs import run_events, store
 from runs.models import Run, ToolCall
 from tests.conftest import database_url_for_subprocess
 from tests.runs.conftest import VERIFIED
@@ -33,7 +33,7 @@ def listening(run_id: str) -> Iterator[Callable[[], int]]:
     """Listens on the run's channel without following the run (as a stream would, had it not said so): how many
     wake-ups were sent."""
     subscription = redis.Redis.from_url(settings.REDIS_URL).pubsub(ignore_subscribe_messages=True)
-    subscription.subscribe(events.channel(run_id))
+    subscription.subscribe(run_events.channel(run_id))
     heard: list[object] = []
 
     def count() -> int:
@@ -88,7 +88,7 @@ def test_a_run_nobody_follows_wakes_nobody(h, upstream, egress_settings):
 def test_a_followed_run_wakes_its_follower_at_each_write(h, upstream, egress_settings):
     run_id = h.start(order_agent(h, upstream, "followed"), "where is 8812?", **VERIFIED)["id"]
     with listening(run_id) as heard:
-        events.follow(run_id, 60)
+        run_events.follow(run_id, 60)
         assert h.drive(run_id)["status"] == "completed"
         # claimed, the round (the model asked for the tool), the tool's result, completed
         assert heard() == 4
@@ -96,9 +96,9 @@ def test_a_followed_run_wakes_its_follower_at_each_write(h, upstream, egress_set
 
 def test_following_again_never_shortens_what_another_follower_asked_for(h):
     run_id = h.start(h.agent("longest", [text("hi")]))["id"]
-    events.follow(run_id, 600)
+    run_events.follow(run_id, 600)
     longest = Run.objects.get(pk=run_id).followed_until
-    events.follow(run_id, 60)
+    run_events.follow(run_id, 60)
     assert Run.objects.get(pk=run_id).followed_until == longest
     assert longest is not None and longest > timezone.now() + timedelta(seconds=590)
 

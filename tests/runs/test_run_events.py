@@ -278,7 +278,7 @@ def test_a_publishable_keys_streams_are_counted_per_visitor(h, settings):
 def test_a_run_that_ends_between_two_looks_still_sends_its_last_event(h, settings, monkeypatch):
     # The stream looks for new events, then at the run's status. A cancel committed between those two looks must
     # not end the stream as "nothing more will come" before the cancel's event was sent.
-    from runs import events as run_events
+    from runs import run_events
 
     agent = h.agent("ev-race", [text("never sent")])
     queued = h.start(agent)

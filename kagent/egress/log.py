@@ -29,7 +29,7 @@ class EgressRecord:
 Recorder = Callable[[EgressRecord], None]
 
 
-def record_event_db(record: EgressRecord) -> None:
+def record_in_log(record: EgressRecord) -> None:
     """The default recorder: one EgressEvent row. A failure to record is logged, never raised into the call."""
     from django.db import DatabaseError, connection, transaction
 

@@ -37,7 +37,7 @@ from kagent.ids import new_id
 from kagent.sql import execute
 from runs.models import Run, RunEvent, RunStep, ToolCall
 from runs.resources import MODEL_STEP, RUN, TOOL_CALL_STEP
-from runs.webhooks import run_data
+from runs.webhook_events import run_data
 from tools import builtins
 
 logger = logging.getLogger(__name__)
