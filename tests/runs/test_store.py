@@ -118,15 +118,18 @@ def test_the_read_alongside_the_api_key_is_latest_version_in_the_keys_project(al
     assert store.latest_read(key, with_knowledge) is None
 
 
-def test_post_runs_reads_its_key_and_its_agent_in_one_statement(alice):
+def test_post_runs_reads_its_key_then_its_agent_then_inserts_the_run(alice, bob):
     api = alice.client()
     agent = publish(api)
     api.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json")  # the key's last_used_at, once a minute
     with CaptureQueriesContext(connection) as queries:
         response = api.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json")
     assert response.status_code == 201 and response.json()["version"] == 1
-    assert len(queries) == 2, [q["sql"] for q in queries]  # the key with the agent; the run's INSERT
-    assert "kagent_apikey" in queries[0]["sql"] and "agents_agentversion" in queries[0]["sql"]
+    assert len(queries) == 3, [q["sql"] for q in queries]
+    assert ["kagent_apikey" in queries[0]["sql"], "agents_agentversion" in queries[1]["sql"]] == [True, True]
+    assert queries[2]["sql"].lstrip().startswith(("INSERT", "WITH")), queries[2]["sql"]
+    # Another project's key never reads this project's agent.
+    assert bob.client().post("/v1/runs", {"agent": agent, "input": "hi"}, format="json").status_code == 404
 
 
 def prepared() -> dict[str, int]:
@@ -145,14 +148,16 @@ def test_the_hot_path_statements_are_prepared_once_and_then_reused(alice):
     agent = publish(api)
     api.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json")
     before = prepared()
-    lookups = [sql for sql in before if "FROM kagent_apikey" in sql and "agents_agentversion" in sql]
+    keys = [sql for sql in before if "FROM kagent_apikey" in sql]
+    agents = [sql for sql in before if "FROM agents_agent AS agent" in sql]
     inserts = [sql for sql in before if sql.lstrip().startswith("WITH created AS (INSERT INTO runs_run")]
-    assert len(lookups) == 1 and len(inserts) == 1, list(before)
+    assert len(keys) == 1 and len(agents) == 1 and len(inserts) == 1, list(before)
     for _ in range(3):
         assert api.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json").status_code == 201
     after = prepared()
     assert len(after) == len(before)  # nothing prepared again
-    assert after[lookups[0]] == before[lookups[0]] + 3 and after[inserts[0]] == before[inserts[0]] + 3
+    for sql in (keys[0], agents[0], inserts[0]):
+        assert after[sql] == before[sql] + 3
 
 
 @pytest.mark.django_db(transaction=True)
