@@ -334,6 +334,12 @@ class RunCreateApi(ProjectApi):
         operation_id="runs_create",
         request=RUN_CREATE.body,
         responses={201: RUN.ref, 200: RUN.ref},
+        description=(
+            "Starts a run: the agent's latest published version (or the one `version` pins, or with `sandbox` its "
+            "draft) answers `input`, one-shot or in `session`. Answers 201 with the run; with `wait`, 200 once the "
+            "run has ended or paused within that many seconds (else 201 and `Retry-After`: read it again later); "
+            'with `"stream": true`, 200 and its events (`text/event-stream`, as `GET /v1/runs/{run_id}/events`).'
+        ),
         parameters=[
             OpenApiParameter(
                 IDEMPOTENCY_KEY_HEADER,
