@@ -400,8 +400,8 @@ def _profile(n: int, one_run: Callable[[], None]) -> None:
 
 # Where a run's CPU goes, inclusive (a part's figure contains the parts called inside it): (module, attribute).
 CPU_PARTS = (
-    ("runs.apis", "lean_post"),
-    ("kagent.api", "api_key_from_header"),
+    ("rest_framework.views", "APIView.dispatch"),
+    ("kagent.auth", "api_key_from_header"),
     ("kagent.throttle", "api_request"),
     ("runs.services", "run_create"),
     ("runs.store", "latest_version"),

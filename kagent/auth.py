@@ -14,7 +14,7 @@ from rest_framework.request import Request
 
 from kagent.cors import OriginRefused, origin_check
 from kagent.models import ApiKey
-from kagent.sql import Alongside, api_key_by_digest
+from kagent.sql import api_key_by_digest
 
 # linear: anchored, fixed length
 KEY_RE = re.compile(r"^ka_(sk|pk)_[A-Za-z0-9_-]{43}(?!\n)$")
@@ -45,9 +45,9 @@ class KeyRefused(Exception):
         self.code, self.message = code, message
 
 
-def api_key_from_header(header: str, alongside: Alongside | None = None) -> ApiKey | None:
-    """The active key an `Authorization: Bearer …` header names (with its project, and what `alongside` read with
-    it); None without a header; KeyRefused for anything else. Every API request comes through here."""
+def api_key_from_header(header: str) -> ApiKey | None:
+    """The active key an `Authorization: Bearer …` header names (with its project); None without a header;
+    KeyRefused for anything else. Every API request comes through here."""
     if not header:
         return None
     scheme, _, raw = header.partition(" ")
@@ -56,7 +56,7 @@ def api_key_from_header(header: str, alongside: Alongside | None = None) -> ApiK
         raise KeyRefused("invalid_api_key", "Use the header 'Authorization: Bearer <API key>'.")
     if not KEY_RE.match(raw):
         raise KeyRefused("invalid_api_key", "That is not a K-Agent API key.")
-    key = api_key_by_digest(ApiKey.digest_of(raw), alongside)
+    key = api_key_by_digest(ApiKey.digest_of(raw))
     if key is None:
         raise KeyRefused("invalid_api_key", "Unknown API key.")
     if key.revoked_at is not None:

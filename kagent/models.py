@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from django.contrib.auth.base_user import AbstractBaseUser, BaseUserManager
 from django.contrib.auth.models import PermissionsMixin
@@ -115,11 +115,6 @@ class ApiKey(models.Model):
     # Publishable keys only: the exact origins (`https://shop.example`) whose pages may call the API with this key
     # from a browser (CORS, kagent/cors.py). Empty: no page may.
     allowed_origins = models.JSONField(default=list, blank=True)
-
-    # Not columns: what the request's lookup of this key read alongside it (kagent.sql.Alongside), if it did: the
-    # read, and the row it found (None: none).
-    alongside_read: Any = None
-    alongside: tuple[Any, ...] | None = None
 
     @staticmethod
     def digest_of(raw_key: str) -> str:

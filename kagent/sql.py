@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -81,29 +80,10 @@ def _kept_cursor(db: Any) -> psycopg.Cursor[Any]:
 _API_KEY_SQL = """
 SELECT key.id, key.kind, key.name, key.hint, key.created_at, key.last_used_at, key.revoked_at, key.allowed_origins,
     project.id, project.organization_id, project.name, project.created_at, project.api_rate_secret,
-    project.api_rate_publishable, project.run_rate_publishable{alongside_columns}
-FROM kagent_apikey AS key JOIN kagent_project AS project ON project.id = key.project_id{alongside_join}
+    project.api_rate_publishable, project.run_rate_publishable
+FROM kagent_apikey AS key JOIN kagent_project AS project ON project.id = key.project_id
 WHERE key.digest = %(digest)s
 """
-
-
-@dataclass(frozen=True)
-class Alongside:
-    """A read made in the API key lookup's statement, for a request that will need it once authenticated: one round
-    trip instead of two (`POST /v1/runs` reads its agent so). `sql` is a SELECT of at most one row that may use
-    `key.project_id` (the project of the key being looked up: the read can't reach another project's rows) and
-    its own named parameters `params`; its row (None when it found none) is the key's `alongside` — used only
-    once the key is accepted. `columns`: how many it selects."""
-
-    sql: str
-    params: dict[str, Any]
-    columns: int
-
-    def statement(self) -> str:
-        names = [f"c{i}" for i in range(self.columns)]
-        columns = "".join(f", alongside.{name}" for name in names)
-        join = f"\nLEFT JOIN LATERAL ({self.sql}) AS alongside ({', '.join(names)}) ON true"
-        return _API_KEY_SQL.format(alongside_columns=columns, alongside_join=join)
 
 
 _PROJECT_FIELDS = (
@@ -134,22 +114,12 @@ def first_read(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[A
         return execute(sql, params)
 
 
-_PLAIN_API_KEY_SQL = _API_KEY_SQL.format(alongside_columns="", alongside_join="")
-
-
-def api_key_by_digest(digest: str, alongside: Alongside | None = None) -> ApiKey | None:
-    """The API key with this digest, with its project (every API request's first statement), and what `alongside`
-    read in the same statement."""
-    if alongside is None:
-        rows = first_read(_PLAIN_API_KEY_SQL, {"digest": digest})
-    else:
-        rows = first_read(alongside.statement(), {**alongside.params, "digest": digest})
+def api_key_by_digest(digest: str) -> ApiKey | None:
+    """The API key with this digest, with its project (every API request's first statement)."""
+    rows = first_read(_API_KEY_SQL, {"digest": digest})
     if not rows:
         return None
     row = rows[0]
-    if alongside is not None:
-        extra = row[len(row) - alongside.columns :]
-        row = row[: len(row) - alongside.columns]
     (key_id, kind, name, hint, created_at, last_used_at, revoked_at, origins, *project_values) = row
     project = Project(**dict(zip(_PROJECT_FIELDS, project_values, strict=True)))
     key = ApiKey(
@@ -167,8 +137,4 @@ def api_key_by_digest(digest: str, alongside: Alongside | None = None) -> ApiKey
     )
     for made in (project, key):
         made._state.adding = False
-    if alongside is not None:
-        # A LEFT JOIN that found nothing gives a row of NULLs; every alongside read selects a non-null first column.
-        key.alongside_read = alongside
-        key.alongside = None if extra[0] is None else tuple(extra)
     return key

@@ -5,8 +5,7 @@ own."""
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,15 +13,15 @@ from django.http import HttpRequest, HttpResponseBase
 from django.utils.crypto import salted_hmac
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import renderers, status
+from rest_framework.exceptions import NotAcceptable
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.mediatypes import media_type_matches
 
 from kagent import throttle
 from kagent.api import (
     ProjectApi,
-    json_body,
-    json_response,
-    lean_post,
     paginate,
     param_bool,
     param_choice,
@@ -30,14 +29,11 @@ from kagent.api import (
     param_time,
 )
 from kagent.clients import client_address
-from kagent.converters import ID_PATTERN
 from kagent.errors import OUTAGES, Unprocessable
 from kagent.inputs import Input
 from kagent.models import ApiKey
 from kagent.openapi import empty_is_unset, list_of
-from kagent.sql import Alongside
 from runs import selectors, services, streams
-from runs import store as run_store
 from runs.identity import EndUserClaim
 from runs.models import Run, RunStep, ToolCall
 from runs.resources import MESSAGE, MODEL_STEP, RUN, RUN_STEP, SESSION, TOOL_CALL_STEP
@@ -303,48 +299,39 @@ def _deliver(run: Run) -> dict[str, Any]:
     return rendered
 
 
-AGENT_ID_RE = re.compile(ID_PATTERN)  # linear: bounded length, literal separator
+class JsonOrEventStream(DefaultContentNegotiation):
+    """`POST /v1/runs` answers with the run as JSON or, for `"stream": true`, with its events: a client may accept
+    either (`Accept: text/event-stream`). Whatever isn't the stream (the run, an error) is JSON and says so."""
 
-
-def _agent_alongside(request: HttpRequest) -> Alongside | None:
-    """`POST /v1/runs` reads the agent's latest version in the API key's statement (one round trip for both) when
-    the body names an agent, no version and no sandbox. Only a look: whatever it can't read reads nothing
-    alongside, and the request is parsed and checked as always afterwards."""
-    if not request.META.get("HTTP_AUTHORIZATION", "").startswith("Bearer ka_"):
-        return None  # nothing is read for a request that can't be authenticated
-    try:
-        if request.META.get("CONTENT_TYPE", "").split(";")[0].strip().lower() != "application/json":
-            return None
-        data = json_body(request)  # parsed once: the request's own parse, after authentication, takes it from here
-    except Exception:  # too large, not JSON, too deep: the parser says so in its turn
-        return None
-    if not isinstance(data, dict) or data.get("version") is not None or data.get("sandbox"):
-        return None
-    agent = data.get("agent")
-    if not isinstance(agent, str) or not AGENT_ID_RE.fullmatch(agent):
-        return None  # only an id as ours are spelled goes into the statement; anything else is refused later
-    return run_store.latest_version_alongside(agent)
+    def select_renderer(
+        self, request: Request, choices: Iterable[renderers.BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[renderers.BaseRenderer, str]:
+        offered = list(choices)
+        try:
+            chosen: tuple[renderers.BaseRenderer, str] = super().select_renderer(request, offered, format_suffix)
+        except NotAcceptable:
+            asked = self.get_accept_list(request)
+            if request.method != "POST" or not any(media_type_matches("text/event-stream", kind) for kind in asked):
+                raise
+            json_renderer = offered[0]  # the view's renderers: JSON only
+            return json_renderer, json_renderer.media_type
+        return chosen
 
 
 class RunCreateApi(ProjectApi):
     publishable_allowed = True
-
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        # The hot endpoint: the same authentication, permissions, parser, errors and rendering as every ProjectApi
-        # (kagent.api.lean_post), without DRF's request cycle around them.
-        if request.method == "POST":
-            return lean_post(
-                request,
-                lambda key, data: self.create(request, key, data),
-                publishable_allowed=True,
-                alongside=_agent_alongside,
-            )
-        return super().dispatch(request, *args, **kwargs)
+    content_negotiation_class = JsonOrEventStream
 
     @extend_schema(
         operation_id="runs_create",
         request=RUN_CREATE.body,
         responses={201: RUN.ref, 200: RUN.ref},
+        description=(
+            "Starts a run: the agent's latest published version (or the one `version` pins, or with `sandbox` its "
+            "draft) answers `input`, one-shot or in `session`. Answers 201 with the run; with `wait`, 200 once the "
+            "run has ended or paused within that many seconds (else 201 and `Retry-After`: read it again later); "
+            'with `"stream": true`, 200 and its events (`text/event-stream`, as `GET /v1/runs/{run_id}/events`).'
+        ),
         parameters=[
             OpenApiParameter(
                 IDEMPOTENCY_KEY_HEADER,
@@ -360,15 +347,8 @@ class RunCreateApi(ProjectApi):
             )
         ],
     )
-    def post(self, request: Request) -> HttpResponseBase:  # what the OpenAPI document describes; `dispatch` serves it
-        handled = self.create(request, self.api_key, request.data)
-        if isinstance(handled, HttpResponseBase):
-            return handled
-        body, status_code = handled
-        return Response(body, status=status_code)
-
-    @staticmethod
-    def create(request: HttpRequest, key: ApiKey, data: Any) -> tuple[dict[str, Any], int] | HttpResponseBase:
+    def post(self, request: Request) -> HttpResponseBase:
+        key, data = self.api_key, request.data
         body = RUN_CREATE.parse(data)
         if body.stream and body.wait:
             raise Unprocessable("invalid_request", "Give stream or wait, not both.")
@@ -382,6 +362,7 @@ class RunCreateApi(ProjectApi):
             if places is not None:
                 places.release()
             raise
+        response: HttpResponseBase
         if places is not None:
             response = streams.event_stream(run, places, after=0, full_steps=key.is_secret)
         elif body.wait:
@@ -391,11 +372,11 @@ class RunCreateApi(ProjectApi):
                 run.refresh_from_db()
             except OUTAGES:  # the run is committed: answer it as created rather than with an error to retry
                 settled = False
-            response = json_response(_deliver(run), status.HTTP_200_OK if settled else status.HTTP_201_CREATED)
+            response = Response(_deliver(run), status=status.HTTP_200_OK if settled else status.HTTP_201_CREATED)
             if not settled:
                 response["Retry-After"] = "1"  # not settled (yet, or no place to wait): read it again with GET
         else:
-            response = json_response(_deliver(run), status.HTTP_201_CREATED)
+            response = Response(_deliver(run), status=status.HTTP_201_CREATED)
         if replayed:
             response["Idempotent-Replayed"] = "true"
         return response
@@ -434,7 +415,6 @@ class RunCreateApi(ProjectApi):
             client_ip=client_address(request),
             # Made followed by the stream or the wait it is made for: the follower then needs no write of its own.
             followed_for=streams.FOLLOW_S if body.stream else body.wait + streams.WAIT_MARGIN_S if body.wait else 0,
-            latest=run_store.latest_read(key, body.agent),
         )
 
 

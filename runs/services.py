@@ -150,9 +150,7 @@ class _WhatRuns:
     has_searchable_knowledge: bool | None = None  # None: not looked up yet
 
 
-def _what_runs(
-    project: Project, agent_id: str, version_number: int | None, sandbox: bool, read: run_store.LatestRead | None
-) -> _WhatRuns:
+def _what_runs(project: Project, agent_id: str, version_number: int | None, sandbox: bool) -> _WhatRuns:
     if sandbox:
         if version_number is not None:
             raise Unprocessable("invalid_request", "A sandbox run uses the draft; don't pin a version.")
@@ -160,12 +158,8 @@ def _what_runs(
         http_tools = {t.name: t.definition() for t in HttpTool.objects.filter(project=project)}
         return _WhatRuns(agent, None, agent.config, http_tools)
     if version_number is None:
-        # The common case in one query: the agent with its latest published version and its knowledge (or read
-        # already, with the API key: `read`).
-        if read is not None and read.agent_id == agent_id:
-            latest = read.latest
-        else:
-            latest = run_store.latest_version(project_id=project.pk, agent_id=agent_id)
+        # The common case in one query: the agent with its latest published version and its knowledge.
+        latest = run_store.latest_version(project_id=project.pk, agent_id=agent_id)
         if latest is None:
             agent_get(project=project, agent_id=agent_id)  # a 404 for an agent that isn't there
             raise Conflict("not_published", "This agent has no published version yet. Publish it first.")
@@ -215,13 +209,11 @@ def run_create(
     client_ip: str = "",
     idempotency: Idempotency | None = None,
     followed_for: float = 0,
-    latest: run_store.LatestRead | None = None,
 ) -> Run:
     """A queued run, enqueued once it is committed. `api_key` None is the dashboard (trusted like a secret key);
     `session_id` None makes a one-shot run; `allow_actions` None means not given. With `idempotency`, see
     `run_create_once`. `followed_for`: the caller follows the run's events for that many seconds from now (a wait,
-    an event stream), written with the run (runs/run_events.py). `latest`: the agent's latest version, if the caller
-    read it already (with the API key: runs/store.py `latest_read`)."""
+    an event stream), written with the run (runs/run_events.py)."""
     one_shot = session_id is None
     if allow_actions is not None and not one_shot:
         raise Unprocessable("invalid_request", "allow_actions is for one-shot runs; a session run follows its session.")
@@ -230,7 +222,7 @@ def run_create(
     if sandbox and api_key is not None and not api_key.is_secret:
         raise ApiError("sandbox_requires_secret_key", "Sandbox runs need a secret key (or the dashboard).", status=403)
 
-    what = _what_runs(project, agent_id, version, sandbox, latest)
+    what = _what_runs(project, agent_id, version, sandbox)
     identity = identity_resolve(project=project, api_key=api_key, end_user=end_user, end_user_token=end_user_token)
     options = _RunOptions(
         store,

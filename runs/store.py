@@ -21,7 +21,6 @@ import json
 import os
 import signal
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -31,8 +30,8 @@ from agents.models import Agent, AgentVersion
 from hooks import outbox
 from kagent.egress import EgressRecord
 from kagent.ids import new_id
-from kagent.models import ApiKey, EgressEvent
-from kagent.sql import Alongside, execute
+from kagent.models import EgressEvent
+from kagent.sql import execute
 from runs import run_events, transitions
 from runs.models import EndUser, Run, RunEvent, RunStep, ToolCall
 from runs.models import Message as ChatMessage
@@ -73,7 +72,7 @@ def _json(value: Any) -> str:
 
 # --- run creation: what a run runs, the new run --------------------------------------------------------------------
 
-_LATEST_VERSION_TEMPLATE = """
+_LATEST_VERSION_SQL = """
 SELECT agent.actions_paused, version.id, version.number, version.config, version.http_tools,
     EXISTS (
         SELECT 1 FROM agents_knowledgesource AS source
@@ -82,36 +81,10 @@ SELECT agent.actions_paused, version.id, version.number, version.config, version
     )
 FROM agents_agent AS agent
 JOIN agents_agentversion AS version ON version.agent_id = agent.id AND version.number = agent.latest_version_number
-WHERE agent.id = %(agent)s AND agent.project_id = {project} AND agent.deleted_at IS NULL
+WHERE agent.id = %(agent)s AND agent.project_id = %(project)s AND agent.deleted_at IS NULL
 """
-_LATEST_VERSION_SQL = _LATEST_VERSION_TEMPLATE.format(project="%(project)s")
-# The same read made alongside the API key's lookup (kagent.sql.Alongside): the key's own project.
-_LATEST_VERSION_ALONGSIDE_SQL = _LATEST_VERSION_TEMPLATE.format(project="key.project_id")
 
 LatestVersion = tuple[Agent, AgentVersion, bool]
-
-
-@dataclass(frozen=True)
-class LatestRead:
-    """What `latest_version` would read for `agent_id`, read earlier (alongside the API key): None, no such agent
-    or no published version."""
-
-    agent_id: str
-    latest: LatestVersion | None
-
-
-def latest_version_alongside(agent_id: str) -> Alongside:
-    """The read of `latest_version` to make in the API key's lookup (`POST /v1/runs`: one statement for both)."""
-    return Alongside(_LATEST_VERSION_ALONGSIDE_SQL, {"agent": agent_id}, columns=6)
-
-
-def latest_read(key: ApiKey, agent_id: str) -> LatestRead | None:
-    """What the key's lookup read of `agent_id`'s latest version, if it read it (see `latest_version_alongside`)."""
-    read = key.alongside_read
-    if not isinstance(read, Alongside) or read.sql != _LATEST_VERSION_ALONGSIDE_SQL or read.params["agent"] != agent_id:
-        return None
-    row = key.alongside
-    return LatestRead(agent_id, None if row is None else _latest_from_row(key.project_id, agent_id, row))
 
 
 def latest_version(*, project_id: str, agent_id: str) -> tuple[Agent, AgentVersion, bool] | None:

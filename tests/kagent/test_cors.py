@@ -145,7 +145,7 @@ def test_errors_and_the_event_stream_carry_the_headers_for_an_allowed_origin(ali
     refused = browser.get(f"/v1/runs/{run['id']}/events", HTTP_ORIGIN=EVIL)
     assert refused.status_code == 403 and "Access-Control-Allow-Origin" not in refused
 
-    # "stream": true on create, the lean path, carries them too.
+    # "stream": true on create carries them too.
     streamed = browser.post(
         "/v1/runs",
         {"agent": agent, "session": session, "input": "again", "stream": True},

@@ -87,3 +87,17 @@ def test_the_documents_patterns_are_ecma_and_refuse_a_trailing_newline(client):
             assert pattern.endswith("(?!\\n)$"), pattern
     name = next(p for p in patterns if p.startswith("^[a-z][a-z0-9_]{0,29}"))
     assert re.search(name, "order_status") and not re.search(name, "order_status\n")
+
+
+@pytest.mark.django_db
+def test_the_document_describes_the_api_not_its_code(client):
+    # A view's docstring is for the code's readers: the document says only what `extend_schema` describes (it once
+    # showed ProjectApi's notes on most operations, and "as RunCreateApi has it" on `POST /v1/runs`).
+    doc = json.loads(client.get("/v1/openapi.json").content)
+    described = {}
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            text = operation.get("description", "") if isinstance(operation, dict) else ""
+            assert "Api" not in text.replace("API", "") and "self." not in text and "subclass" not in text, (path, text)
+            described[f"{method.upper()} {path}"] = text
+    assert described["POST /v1/runs"].startswith("Starts a run")

@@ -191,6 +191,22 @@ def test_stream_true_on_create_answers_with_the_events(h):
     assert rest[-1]["data"]["output"]["text"] == "streamed"
 
 
+def test_create_asked_for_an_event_stream_answers_json_unless_it_streams(h):
+    # The Python client sends `Accept: text/event-stream` with `"stream": true`; a run without it, or an error, is
+    # still JSON and labelled so. Only the create: the list has no event stream to offer.
+    agent = h.agent("ev-accept", [text("x")])
+    sse = {"HTTP_ACCEPT": "text/event-stream"}
+    made = h.api.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json", **sse)
+    assert made.status_code == 201 and made["Content-Type"] == "application/json"
+    refused = h.api.post("/v1/runs", {"agent": agent}, format="json", **sse)
+    assert refused.status_code == 422 and refused["Content-Type"] == "application/json"
+    assert refused.json()["error"]["code"] == "invalid_request"
+    assert h.api.get("/v1/runs", **sse).status_code == 406
+    html = h.api.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json", HTTP_ACCEPT="text/html")
+    assert html.status_code == 406 and html.json()["error"]["code"] == "not_acceptable"
+    assert Run.objects.count() == 1
+
+
 def test_stream_and_wait_together_are_refused_and_nothing_is_created(h):
     agent = h.agent("ev-both", [text("x")])
     response = h.api.post("/v1/runs", {"agent": agent, "input": "hi", "stream": True, "wait": 5}, format="json")

@@ -75,59 +75,18 @@ def test_latest_version_is_none_for_unpublished_deleted_or_foreign_agents(alice,
     assert store.latest_version(project_id=alice.project.pk, agent_id=agent) is None
 
 
-def read_alongside_the_key(raw_key, agent_id):
-    """What `POST /v1/runs` reads of the agent in its API key's statement."""
-    key = api_key_by_digest(ApiKey.digest_of(raw_key), store.latest_version_alongside(agent_id))
-    assert key is not None
-    read = store.latest_read(key, agent_id)
-    assert read is not None and read.agent_id == agent_id
-    return read.latest
-
-
-def summary(found):
-    if found is None:
-        return None
-    agent, version, has_knowledge = found
-    return (
-        agent.pk,
-        agent.actions_paused,
-        version.pk,
-        version.number,
-        version.config,
-        version.http_tools,
-        has_knowledge,
-    )
-
-
-def test_the_read_alongside_the_api_key_is_latest_version_in_the_keys_project(alice, bob):
-    api = alice.client()
-    agent, with_knowledge = publish(api, "a"), publish(api, "b")
-    source(api, agent=with_knowledge)
-    draft = api.post("/v1/agents", {"name": "draft"}, format="json").json()["id"]
-    deleted = publish(api, "gone")
-    api.delete(f"/v1/agents/{deleted}")
-    bobs = publish(bob.client(), "bob's")
-    for agent_id in (agent, with_knowledge, draft, deleted, bobs, "agt_nothing"):
-        expected = store.latest_version(project_id=alice.project.pk, agent_id=agent_id)
-        assert summary(read_alongside_the_key(alice.secret_key, agent_id)) == summary(expected)
-    assert read_alongside_the_key(alice.secret_key, with_knowledge)[2] is True
-    # Another project's key never reads this project's agent: the read is bound to the key's own project.
-    assert read_alongside_the_key(bob.secret_key, agent) is None
-    assert bob.client().post("/v1/runs", {"agent": agent, "input": "hi"}, format="json").status_code == 404
-    # A read made for one agent is not taken for another's.
-    key = api_key_by_digest(ApiKey.digest_of(alice.secret_key), store.latest_version_alongside(agent))
-    assert store.latest_read(key, with_knowledge) is None
-
-
-def test_post_runs_reads_its_key_and_its_agent_in_one_statement(alice):
+def test_post_runs_reads_its_key_then_its_agent_then_inserts_the_run(alice, bob):
     api = alice.client()
     agent = publish(api)
     api.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json")  # the key's last_used_at, once a minute
     with CaptureQueriesContext(connection) as queries:
         response = api.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json")
     assert response.status_code == 201 and response.json()["version"] == 1
-    assert len(queries) == 2, [q["sql"] for q in queries]  # the key with the agent; the run's INSERT
-    assert "kagent_apikey" in queries[0]["sql"] and "agents_agentversion" in queries[0]["sql"]
+    assert len(queries) == 3, [q["sql"] for q in queries]
+    assert ["kagent_apikey" in queries[0]["sql"], "agents_agentversion" in queries[1]["sql"]] == [True, True]
+    assert queries[2]["sql"].lstrip().startswith(("INSERT", "WITH")), queries[2]["sql"]
+    # Another project's key never reads this project's agent.
+    assert bob.client().post("/v1/runs", {"agent": agent, "input": "hi"}, format="json").status_code == 404
 
 
 def prepared() -> dict[str, int]:
@@ -146,14 +105,16 @@ def test_the_hot_path_statements_are_prepared_once_and_then_reused(alice):
     agent = publish(api)
     api.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json")
     before = prepared()
-    lookups = [sql for sql in before if "FROM kagent_apikey" in sql and "agents_agentversion" in sql]
+    keys = [sql for sql in before if "FROM kagent_apikey" in sql]
+    agents = [sql for sql in before if "FROM agents_agent AS agent" in sql]
     inserts = [sql for sql in before if sql.lstrip().startswith("WITH created AS (INSERT INTO runs_run")]
-    assert len(lookups) == 1 and len(inserts) == 1, list(before)
+    assert len(keys) == 1 and len(agents) == 1 and len(inserts) == 1, list(before)
     for _ in range(3):
         assert api.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json").status_code == 201
     after = prepared()
     assert len(after) == len(before)  # nothing prepared again
-    assert after[lookups[0]] == before[lookups[0]] + 3 and after[inserts[0]] == before[inserts[0]] + 3
+    for sql in (keys[0], agents[0], inserts[0]):
+        assert after[sql] == before[sql] + 3
 
 
 @pytest.mark.django_db(transaction=True)
