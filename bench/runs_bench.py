@@ -10,8 +10,9 @@ in round 1 and answers text in round 2. The upstream is the loopback TLS server 
 process, `trustme` certificate), reached through the hardened client (test-only egress settings). Runs are
 submitted with Django's test `Client`, in this process, against the real WSGI stack (middleware, DRF, auth): no
 HTTP server in between. They execute in a real `celery worker` (prefork, concurrency 2) on Redis and a PostgreSQL
-database this script drops and creates fresh each time (`kagent_bench_runs` unless `--database-url` says
-otherwise; its name must contain "bench"); nothing else is touched. Celery beat (the sweeper) does not run.
+database this script drops and creates fresh each time (`--database-url`, whose name must contain "bench", and
+`--redis-url`; without them, throwaway embedded servers of kagent/embedded.py, PostgreSQL 18 on a unix socket);
+nothing else is touched. Celery beat (the sweeper) does not run.
 
 (a) runs/s of the engine, DIVIDED BY runs/s of a bare loop: per run, POST to the fake model, GET to the TLS
     upstream, POST to the fake model, with httpx and nothing else (no database, no queue, no signing). The model
@@ -70,7 +71,6 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parent.parent
 LOG_DIR = ROOT / "var" / "bench-runs"
 STOPPING = threading.Event()
-DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/kagent_bench_runs"
 SCRIPT = "bench"
 ORDER = "8812"
 ANSWER = f"Order {ORDER} has shipped and should arrive on 2 January."
@@ -166,6 +166,20 @@ def _ready_line(proc: subprocess.Popen[Any], what: str) -> list[str]:
 
 
 # --- the database -------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def servers(database_url: str, redis_url: str, name: str) -> Any:
+    """The benchmark's PostgreSQL database and Redis: the URLs given, or else (on a machine with neither, as after
+    `bin/run`'s install) throwaway embedded servers of the wheels (kagent/embedded.py), database `name`."""
+    if database_url and redis_url:
+        yield database_url, redis_url
+        return
+    sys.path.insert(0, str(ROOT))
+    from kagent import embedded
+
+    with embedded.throwaway() as started:
+        yield database_url or started.postgres.url(name), redis_url or started.redis.url()
 
 
 def _recreate_database(url: str) -> None:
@@ -511,10 +525,10 @@ def main() -> None:
     parser.add_argument("--sizes", default=None, help="queue sizes for (c), comma-separated (default 10,100,1000)")
     parser.add_argument(
         "--database-url",
-        default=DEFAULT_DATABASE_URL,
-        help="PostgreSQL database to DROP and create (its name must contain 'bench')",
+        default="",
+        help="PostgreSQL database to DROP and create (its name must contain 'bench'); default: an embedded throwaway",
     )
-    parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
+    parser.add_argument("--redis-url", default="", help="default: an embedded throwaway Redis")
     parser.add_argument("--quick", action="store_true", help="a smoke run: --runs 30 --reps 1 --sizes 10,100")
     parser.add_argument("--sql", action="store_true", help="print every statement of (b), by phase")
     parser.add_argument(
@@ -544,7 +558,7 @@ def main() -> None:
     runs = args.runs or (30 if args.quick else 200)
     reps = args.reps or (1 if args.quick else 5)
     sizes = [int(s) for s in (args.sizes or ("10,100" if args.quick else "10,100,1000")).split(",")]
-    if not args.database_url.startswith(("postgres://", "postgresql://")):
+    if args.database_url and not args.database_url.startswith(("postgres://", "postgresql://")):
         raise SystemExit("--database-url must be a PostgreSQL URL")
 
     def terminate(signum: int, frame: Any) -> None:
@@ -556,7 +570,11 @@ def main() -> None:
     signal.signal(signal.SIGHUP, terminate)
     processes = Processes()
     queue = f"bench-runs-{uuid.uuid4().hex[:10]}"
+    servers_up = contextlib.ExitStack()
     try:
+        args.database_url, args.redis_url = servers_up.enter_context(
+            servers(args.database_url, args.redis_url, "kagent_bench_runs")
+        )
         with tempfile.TemporaryDirectory() as tmp_name:
             _bench(args, runs, reps, sizes, processes, Path(tmp_name), queue)
     except KeyboardInterrupt:
@@ -573,6 +591,7 @@ def main() -> None:
             with contextlib.suppress(Exception):
                 _drop_database(args.database_url)
         _cleanup_redis(args.redis_url, queue)
+        servers_up.close()
 
 
 def _cleanup_redis(url: str, queue: str) -> None:

@@ -34,22 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from runs_bench import Processes, _ready_line  # noqa: E402
+from runs_bench import Processes, _ready_line, servers  # noqa: E402, F401  (servers: for load.py and faults.py)
 
 ENCRYPTION_KEY = "a2tra2tra2tra2tra2tra2tra2tra2tra2tra2tra2s="
-
-
-@contextlib.contextmanager
-def servers(database_url: str, redis_url: str, name: str) -> Any:
-    """The benchmark's PostgreSQL database and Redis: the URLs given, or else (on a machine with neither, as after
-    `bin/run`'s install) throwaway embedded servers of the wheels (kagent/embedded.py), database `name`."""
-    if database_url and redis_url:
-        yield database_url, redis_url
-        return
-    from kagent import embedded
-
-    with embedded.throwaway() as started:
-        yield database_url or started.postgres.url(name), redis_url or started.redis.url()
 
 
 def free_port() -> int:
