@@ -24,6 +24,7 @@ class RawServer:
         self.connections = 0
         self.closed_by_client = 0
         self.requests: list[bytes] = []
+        self._accepted: list[socket.socket] = []
         self._listener = socket.create_server((host, port))
         self.host, self.port = host, self._listener.getsockname()[1]
         self.url = f"{'https' if tls else 'http'}://{host}:{self.port}/v1/chat/completions"
@@ -36,6 +37,7 @@ class RawServer:
             except OSError:
                 return
             self.connections += 1
+            self._accepted.append(sock)
             threading.Thread(target=self._connection, args=(sock,), daemon=True).start()
 
     def _connection(self, sock: socket.socket) -> None:
@@ -71,7 +73,16 @@ class RawServer:
             sock.sendall(answer)
 
     def close(self) -> None:
+        """Stops listening and ends every connection it accepted: a connection a client keeps must not outlive its
+        server (the next test's server may be given the same port, and the client would take the old connection's
+        answers for the new server's)."""
         self._listener.close()
+        for sock in self._accepted:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
 
 
 def closes_after(data: bytes) -> Callable[[socket.socket], None]:
