@@ -552,7 +552,10 @@ def main() -> None:
         help="(a) submits over HTTP to gunicorn (gunicorn.conf.py) instead of through Django's test client",
     )
     parser.add_argument(
-        "--concurrency", type=int, default=2, help="the Celery worker's pool processes (default 2, one per core here)"
+        "--concurrency", type=int, default=2, help="the Celery worker's pool size (default 2, one per core here)"
+    )
+    parser.add_argument(
+        "--pool", default="prefork", choices=["prefork", "threads"], help="the worker's pool (default prefork)"
     )
     args = parser.parse_args()
     runs = args.runs or (30 if args.quick else 200)
@@ -862,7 +865,7 @@ def _bench(
                 "--concurrency",
                 str(args.concurrency),
                 "--pool",
-                "prefork",
+                args.pool,
                 "-n",
                 name,
                 "--without-gossip",

@@ -181,7 +181,7 @@ class Stack:
                 "--concurrency",
                 str(self.concurrency),
                 "--pool",
-                "prefork",
+                "threads",  # as docker-compose.yml's worker
                 "-n",
                 f"{self.queue}-{index}-{self._starts}@{socket.gethostname()}",
                 "--without-gossip",

@@ -23,7 +23,11 @@ def main() -> int:
     var.mkdir(parents=True, exist_ok=True)
     commands = {
         "web": [PY, "manage.py", "runserver", f"{host}:{port}", "--noreload"],
-        "worker": [PY, "-m", "celery", "-A", "kagent", "worker", "-l", "info", "--concurrency", "2", "-n", "worker@%h"],
+        # Threads, as docker-compose.yml's worker: a run waiting on the model holds a thread, not a process.
+        "worker": [
+            *(PY, "-m", "celery", "-A", "kagent", "worker", "-l", "info"),
+            *("--pool", "threads", "--concurrency", "50", "-n", "worker@%h"),
+        ],
         "beat": [PY, "-m", "celery", "-A", "kagent", "beat", "-l", "info", "-s", str(var / "celerybeat-schedule")],
     }
     procs: dict[str, subprocess.Popen[bytes]] = {}

@@ -5,8 +5,8 @@ import os
 
 from celery import Celery
 from celery.app import trace
-from celery.signals import task_postrun, task_prerun, worker_process_init
-from django.db import close_old_connections, connections
+from celery.signals import task_postrun, task_prerun
+from django.db import close_old_connections
 from kombu.transport import TRANSPORT_ALIASES
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kagent.settings")
@@ -38,20 +38,13 @@ for _logger in ("celery.worker.strategy", "celery.app.trace"):
     logging.getLogger(_logger).addFilter(_NoLinePerRun())
 
 
-@worker_process_init.connect
-def _no_health_check_per_task(**kwargs: object) -> None:
-    """A task's first statement is its claim, which reconnects once on a broken connection (runs/engine.py): no
-    `SELECT 1` before every task."""
-    connections["default"].settings_dict["CONN_HEALTH_CHECKS"] = False
-
-
 @task_prerun.connect
 @task_postrun.connect
 def _reuse_database_connections(sender: object = None, **kwargs: object) -> None:
-    """Workers keep their database connection between tasks, as web requests do: closed only when broken or older
-    than CONN_MAX_AGE. (Celery's Django fixup would otherwise close it around every task — a new PostgreSQL
-    connection per run; `CELERY_DB_REUSE_MAX` in settings turns that off.) A task run eagerly, inside the caller's
-    transaction, leaves the caller's connection alone."""
+    """A task's database connection goes back to the process's pool when the task starts and ends, as a web request's
+    does (Django's pool, settings). (Celery's Django fixup would otherwise close it for good around every task — a new
+    PostgreSQL connection per run; `CELERY_DB_REUSE_MAX` in settings turns that off.) A task run eagerly, inside the
+    caller's transaction, leaves the caller's connection alone."""
     if getattr(getattr(sender, "request", None), "is_eager", False):
         return
     close_old_connections()

@@ -141,9 +141,18 @@ TEMPLATES = [
 # Unset, they are the embedded servers under var/ (kagent/embedded.py), which `bin/run` and the tests start: the same
 # engine and broker as production, on unix sockets.
 DATABASE_URL = os.environ.get("DATABASE_URL", "").strip() or embedded.database_url(VAR_DIR / "postgres")
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=600, conn_health_checks=True)}
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise ImproperlyConfigured("DATABASE_URL must be a PostgreSQL URL (postgres://…); K-Agent runs on PostgreSQL only")
+# Connections come from a pool per process (Django's, psycopg_pool) and go back to it at the end of every request and
+# task, and while a run waits on the model or a tool (runs/lease.py): a worker holding hundreds of runs in flight
+# needs only as many connections as run a statement at once. A connection found broken is tried again once
+# (kagent/sql.py, runs/engine.py's claim), instead of a health check's round trip on every checkout.
+KAGENT_DB_POOL_SIZE = int(os.environ.get("KAGENT_DB_POOL_SIZE", "16"))
+DATABASES["default"]["OPTIONS"] = {
+    **DATABASES["default"].get("OPTIONS", {}),
+    "pool": {"min_size": 1, "max_size": KAGENT_DB_POOL_SIZE, "timeout": 30, "max_idle": 300},
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "").strip() or embedded.redis_url(VAR_DIR / "redis")
@@ -167,8 +176,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 3600
 CACHES = {"default": {"BACKEND": "kagent.cache.RedisCache", "LOCATION": REDIS_URL}}
 
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("KAGENT_CELERY_QUEUE", "kagent")
-# Connections are kept between tasks (kagent/celery.py closes them like Django does between requests: when broken or
-# older than CONN_MAX_AGE); without this Celery's Django fixup opens a new one for every task.
+# Connections go back to the pool between tasks (kagent/celery.py, as Django does between requests); without this
+# Celery's Django fixup would close them for good around every task.
 CELERY_DB_REUSE_MAX = 1_000_000_000
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -293,8 +302,9 @@ LOGGING = {
 }
 
 # --- Run engine ------------------------------------------------------------------------------------
-# A worker holds a run for this long after its last step; a run whose lease expired is picked up again.
-KAGENT_RUN_LEASE_SECONDS = int(os.environ.get("KAGENT_RUN_LEASE_SECONDS", "120"))
+# 20 s: with the sweep every 10 s, a dead worker's runs are picked up again within 30 s; a run waiting longer on the
+# model or a tool has its lease renewed meanwhile (runs/lease.py), all of a worker's in one statement a tick.
+KAGENT_RUN_LEASE_SECONDS = int(os.environ.get("KAGENT_RUN_LEASE_SECONDS", "20"))
 KAGENT_SWEEP_SECONDS = float(os.environ.get("KAGENT_SWEEP_SECONDS", "10"))
 # Days kept of webhook events with their delivery logs, and of the egress log; 0 keeps them for good.
 KAGENT_WEBHOOK_RETENTION_DAYS = int(os.environ.get("KAGENT_WEBHOOK_RETENTION_DAYS", "30"))

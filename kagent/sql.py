@@ -43,6 +43,8 @@ def execute(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any,
         # transaction its rollback has psycopg forget its statements; in autocommit, once more on a new connection.
         if connection.in_atomic_block or "cached plan must not change result type" not in str(error):
             raise
+        if connection.connection is not None:
+            connection.connection.close()  # closed, the pool drops it instead of handing it out again
         connection.close()
         return _execute(sql, params)
 
@@ -98,17 +100,14 @@ _PROJECT_FIELDS = (
 
 
 def first_read(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any, ...]]:
-    """`execute` for a request's first statement, a read, standing in for Django's health check (CONN_HEALTH_CHECKS:
-    a `SELECT 1` round trip before the first statement of every request on a kept connection): on a kept connection
-    found broken (the database restarted), the read is tried once more on a new one, as the check would have
-    reconnected before it. (Also where health checks are off: a read tried twice changes nothing.)"""
-    kept = connection.connection is not None and not connection.health_check_done  # type: ignore[attr-defined]
-    if kept:
-        connection.health_check_done = True  # type: ignore[attr-defined]  # not in django-stubs
+    """`execute` for a request's first statement, a read, standing in for a health check (a round trip before the
+    first statement of every request): a connection from the pool found broken (the database restarted while it
+    waited there) is given back, which drops it, and the read is tried once more on another. A read tried twice
+    changes nothing."""
     try:
         return execute(sql, params)
     except (InterfaceError, OperationalError):
-        if not kept or connection.in_atomic_block:
+        if connection.in_atomic_block:
             raise
         connection.close()
         return execute(sql, params)

@@ -24,12 +24,11 @@ from django.utils import timezone
 from agents.models import Agent
 from agents.selectors import searchable_sources
 from desk import selectors as desk_selectors
-from kagent.egress import EgressRecord
 from kagent.models import SigningSecret
 from kagent.secrets import secret_resolve, signing_secrets_for_calls
 from runs import providers, run_events, store, transitions, truth
 from runs.builtins import builtin_execute
-from runs.lease import KEEPER, lease
+from runs.lease import KEEPER, lease, release_connection
 from runs.limits import SHARED_BUCKET_PREFIXES, bucket_held
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
 from runs.models import Run, RunEvent, RunStep, ToolCall
@@ -46,6 +45,9 @@ logger = logging.getLogger(__name__)
 TOOL_OUTPUTS_TTL = timedelta(minutes=10)
 NOT_CANCELLED = {"cancel_requested": False}
 MAX_CLAIMS = 5
+# A run's time in one worker. Kept here, not by Celery: its thread pool (the worker's, docker-compose.yml) ignores task
+# time limits. Each model call and tool exchange has its own deadline; this bounds their sum.
+RUN_TIME_LIMIT_S = 870.0
 OPEN_CALLS = (ToolCall.Status.PENDING, ToolCall.Status.AWAITING_OUTPUT, ToolCall.Status.RUNNING)
 FINAL_CALLS = (ToolCall.Status.SUCCEEDED, ToolCall.Status.FAILED, ToolCall.Status.REFUSED, ToolCall.Status.CANCELLED)
 FAILURE_BANNER = "[TOOL FAILED] Nothing changed. Fix the cause and retry, or tell the customer plainly that it failed."
@@ -124,6 +126,7 @@ class Engine:
         self.fresh = True  # the lease was just set (by the claim, or by the last fenced write)
         self.unsent: set[str] = set()  # calls this worker recorded as running and hasn't sent yet
         self._live_agent: Agent | None = None
+        self.deadline = time.monotonic() + RUN_TIME_LIMIT_S
 
     # --- ownership --------------------------------------------------------------------------------------------
 
@@ -177,6 +180,10 @@ class Engine:
             # so it needs no check of its own.
             if self.cancelled:
                 self._finish_cancelled()
+                return
+            if time.monotonic() > self.deadline:
+                logger.error("run %s: over %.0f s in this worker; failing it", self.run.pk, RUN_TIME_LIMIT_S)
+                self._fail("internal_error", "This run took too long and was stopped.")
                 return
             open_round = self._open_round()
             if open_round is not None:
@@ -531,26 +538,28 @@ class Engine:
         return True
 
     def _send_http(self, call: ToolCall, spec: ToolSpec) -> None:
-        """Sends a call recorded as running, then records its result with the egress log row of the attempt."""
+        """Sends a call recorded as running, then records its result (the egress log has each attempt by then)."""
         self.unsent.discard(call.pk)
         end_user = self.run.end_user
         assert spec.definition is not None  # every HTTP tool spec carries the definition it calls
-        attempts: list[EgressRecord] = []
-        outcome = http_tool_call(
-            project_id=self.run.project_id,
-            tool=spec.definition,
-            arguments=call.arguments if isinstance(call.arguments, dict) else {},
-            call_id=call.pk,
-            end_user=EndUserIdentity(end_user.external_id, end_user.traits) if end_user else None,
-            variables=self.run.config.get("variables") or {},
-            secret_lookup=lambda name: secret_resolve(project_id=self.run.project_id, name=name),
-            signing_secrets=signing_secrets_for_calls(self.run.project_id, SigningSecret.Purpose.TOOL_SIGNING),
-            record=attempts.append,
-        )
+        signing_secrets = signing_secrets_for_calls(self.run.project_id, SigningSecret.Purpose.TOOL_SIGNING)
+        with KEEPER.kept(self.run.pk, held_by=self.claim):
+            outcome = http_tool_call(
+                project_id=self.run.project_id,
+                tool=spec.definition,
+                arguments=call.arguments if isinstance(call.arguments, dict) else {},
+                call_id=call.pk,
+                end_user=EndUserIdentity(end_user.external_id, end_user.traits) if end_user else None,
+                variables=self.run.config.get("variables") or {},
+                secret_lookup=lambda name: secret_resolve(project_id=self.run.project_id, name=name),
+                signing_secrets=signing_secrets,
+                record=store.record_attempt,  # each attempt's row as soon as it is over
+                before_send=release_connection,  # the secrets it read are in the request: no connection held
+            )
         store.crash_point("sent")
         call.status = ToolCall.Status.SUCCEEDED if outcome.ok else ToolCall.Status.FAILED
         call.result, call.upstream = outcome.model_result, outcome.step
-        store.record_result(call, now=timezone.now(), egress=attempts)
+        store.record_result(call, now=timezone.now())
         store.crash_point("result")
         self.fresh = False
 

@@ -1,8 +1,14 @@
-"""Keeping a run's lease while its worker waits on something slow (a model call with its retries).
+"""A run's wait on something slow (a model call with its retries, an HTTP tool's exchange): the lease kept, and no
+database connection held.
 
 Every fenced write extends the lease, so a worker only needs help while it waits without writing. One thread per
-worker process renews the leases of the runs registered with it — and only those waiting longer than a third of
-the lease, so the common fast model call costs a dict insert and a delete, not a thread or a statement.
+worker process renews the leases of the runs registered with it that have waited longer than a third of the lease —
+all of them in one statement a tick, however many runs the process holds — so the common fast model call costs a
+dict insert and a delete, not a thread or a statement.
+
+While it waits, the run's thread gives its database connection back to the process's pool (settings: Django's pool):
+a worker holds hundreds of runs waiting on the model with a handful of connections. The next statement after the wait
+takes one again.
 """
 
 from __future__ import annotations
@@ -19,13 +25,24 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from runs import transitions
-
 logger = logging.getLogger(__name__)
 
 
 def lease() -> timedelta:
     return timedelta(seconds=settings.KAGENT_RUN_LEASE_SECONDS)
+
+
+def release_connection() -> None:
+    """Gives this thread's database connection back to the pool, unless a transaction is open on it."""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
+_RENEW_SQL = """
+UPDATE runs_run AS run SET lease_expires_at = %(until)s
+FROM unnest(%(ids)s::text[], %(claims)s::int[]) AS held(id, claims)
+WHERE run.id = held.id AND run.claims = held.claims AND run.status = 'in_progress'
+"""
 
 
 class LeaseKeeper:
@@ -39,15 +56,16 @@ class LeaseKeeper:
 
     @contextmanager
     def kept(self, run_id: str, *, held_by: int) -> Iterator[None]:
-        """While inside, the lease of `run_id` (held by claim `held_by`) is renewed if the wait gets long."""
+        """While inside, the lease of `run_id` (held by claim `held_by`) is renewed if the wait gets long, and this
+        thread holds no database connection (unless something inside takes one)."""
         self._ensure_thread()
+        release_connection()
         with self._lock:
             self._waiting[run_id] = (held_by, time.monotonic())
         # The thread isn't woken: it looks every min(period / 2, 5 s), so a wait is renewed at the latest
-        # 1.5 periods after it began (period + 5 s with the default lease: 45 s of 120), well inside the lease of 3
-        # periods counted from the run's last write (a wake-up of that thread for every model call was a thread
-        # switch and a GIL hand-off on the hot path). Unless it is sleeping longer than that, the lease having been
-        # shortened since it fell asleep (the tests do).
+        # 1.5 periods after it began, well inside the lease of 3 periods counted from the run's last write (a
+        # wake-up of that thread for every model call was a thread switch and a GIL hand-off on the hot path).
+        # Unless it is sleeping longer than that, the lease having been shortened since it fell asleep (the tests do).
         if self._sleeping > self._look_every():
             self._wake.set()
         try:
@@ -77,23 +95,35 @@ class LeaseKeeper:
             self._sleeping = self._look_every()
             self._wake.wait(self._sleeping)
             self._wake.clear()
-            now = time.monotonic()
-            with self._lock:
-                due = [
-                    (run_id, held) for run_id, (held, since) in self._waiting.items() if now - since >= self._period()
-                ]
-            if not due:
-                continue
             try:
-                for run_id, held_by in due:
-                    transitions.update_held(run_id, held_by=held_by, lease_expires_at=timezone.now() + lease())
-                    with self._lock:
-                        if self._waiting.get(run_id, (None, 0.0))[0] == held_by:
-                            self._waiting[run_id] = (held_by, time.monotonic())
-            except Exception:  # a database hiccup: the next period tries again, and the sweeper is the safety net
+                self.renew_due()
+            except Exception:  # a database hiccup: the next tick tries again, and the sweeper is the safety net
                 logger.warning("could not renew run leases", exc_info=True)
             finally:
-                connection.close()  # renewals are rare: no connection kept open between them
+                release_connection()
+
+    def renew_due(self) -> int:
+        """Renews, in one statement, the lease of every run that has waited a period or more; how many."""
+        now = time.monotonic()
+        with self._lock:
+            due = {run_id: held for run_id, (held, since) in self._waiting.items() if now - since >= self._period()}
+        if not due:
+            return 0
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _RENEW_SQL,
+                {
+                    "until": timezone.now() + lease(),  # the clock every lease is written with (runs/engine.py)
+                    "ids": list(due),
+                    "claims": list(due.values()),
+                },
+            )
+        renewed_at = time.monotonic()
+        with self._lock:
+            for run_id, held_by in due.items():
+                if self._waiting.get(run_id, (None, 0.0))[0] == held_by:
+                    self._waiting[run_id] = (held_by, renewed_at)
+        return len(due)
 
 
 KEEPER = LeaseKeeper()

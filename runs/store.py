@@ -18,24 +18,27 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
 import os
 import signal
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from django.db import DatabaseError, connection, transaction
 from django.db.models import JSONField
+from django.utils import timezone
 
 from agents.models import Agent, AgentVersion
 from hooks import outbox
 from kagent.egress import EgressRecord
 from kagent.ids import new_id
-from kagent.models import EgressEvent
 from kagent.sql import execute
 from runs import run_events, transitions
 from runs.models import EndUser, Run, RunEvent, RunStep, ToolCall
 from runs.models import Message as ChatMessage
 
+logger = logging.getLogger(__name__)
 S = Run.Status
 
 
@@ -425,12 +428,9 @@ _RESULT_SQL = f"""
 WITH {_RESULT_UPDATE}, event AS ({run_events.insert_sql("updated", type_param="event", ref_param="call")})
 {_RESULT_WRITTEN}
 """
-_RESULT_WITH_EGRESS_SQL = f"""
-WITH {_RESULT_UPDATE}, event AS ({run_events.insert_sql("updated", type_param="event", ref_param="call")}), egress AS (
-    INSERT INTO kagent_egressevent ({", ".join(_EGRESS_COLUMNS)})
-    VALUES ({", ".join(f"%(e_{name})s" for name in _EGRESS_COLUMNS)})
-)
-{_RESULT_WRITTEN}
+_ATTEMPT_SQL = f"""
+INSERT INTO kagent_egressevent ({", ".join(_EGRESS_COLUMNS)})
+VALUES ({", ".join(f"%({name})s" for name in _EGRESS_COLUMNS)})
 """
 
 
@@ -452,9 +452,23 @@ def _egress_values(record: EgressRecord, now: datetime) -> dict[str, Any]:
     }
 
 
-def record_result(call: ToolCall, *, now: datetime, egress: Sequence[EgressRecord] = ()) -> None:
-    """A sent call's outcome and the egress log rows of its attempt, together. Only a call still `running` takes the
-    result (a run that ended meanwhile closed its calls)."""
+def record_attempt(record: EgressRecord) -> None:
+    """An HTTP tool call's attempt in the egress log, written as soon as the exchange is over (one prepared
+    statement): a worker that dies before the call's result is written loses no attempt from the log. A failure to
+    write it is logged, never raised into the call (whose result is written next)."""
+    try:
+        if connection.in_atomic_block:  # a savepoint, so a failed insert can't poison the caller's transaction
+            with transaction.atomic():
+                execute(_ATTEMPT_SQL, _egress_values(record, timezone.now()))
+        else:
+            execute(_ATTEMPT_SQL, _egress_values(record, timezone.now()))
+    except DatabaseError:
+        logger.exception("could not record an egress attempt for %s", record.host)
+
+
+def record_result(call: ToolCall, *, now: datetime) -> None:
+    """A sent call's outcome, with its event. Only a call still `running` takes the result (a run that ended
+    meanwhile closed its calls)."""
     params: dict[str, Any] = {
         "run": call.run_id,
         "call": call.pk,
@@ -465,14 +479,7 @@ def record_result(call: ToolCall, *, now: datetime, egress: Sequence[EgressRecor
         "now": now,
         "event": RunEvent.Type.STEP_CREATED,
     }
-    records = list(egress)
-    if len(records) == 1:
-        params.update({f"e_{k}": v for k, v in _egress_values(records[0], now).items()})
-        written, followed = execute(_RESULT_WITH_EGRESS_SQL, params)[0]
-    else:
-        written, followed = execute(_RESULT_SQL, params)[0]
-        if records:
-            EgressEvent.objects.bulk_create([EgressEvent(**_egress_values(r, now)) for r in records])
+    written, followed = execute(_RESULT_SQL, params)[0]
     if written:
         run_events.notify_if_followed(call.run_id, followed)
 

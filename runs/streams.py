@@ -26,7 +26,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.utils import timezone
@@ -140,6 +140,13 @@ def _follow_unless(run_id: str, followed_until: datetime | None, seconds: float,
         run_events.follow(run_id, seconds)
 
 
+def _release_connection() -> None:
+    """Gives the thread's database connection back to the process's pool while it waits on Redis (a wait or a stream
+    served by a WSGI thread can last minutes; the next look takes one again)."""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
 def _follow_in_a_pool_thread(run_id: str, followed_until: datetime | None, seconds: float, needed: float) -> None:
     try:
         _follow_unless(run_id, followed_until, seconds, needed)
@@ -172,6 +179,7 @@ def wait_settled(run_id: str, owner: str, seconds: float, *, followed_until: dat
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
+            _release_connection()
             subscription.get_message(timeout=min(left, 1.0))
     except OUTAGES:
         run_events.logger.warning(
@@ -275,6 +283,7 @@ def stream(
                     return
             if time.monotonic() - started > MAX_WSGI_STREAM_S:
                 return
+            _release_connection()
             subscription.get_message(timeout=KEEPALIVE_S)
             if time.monotonic() - followed_at >= KEEPALIVE_S:
                 run_events.follow(run_id, FOLLOW_S)  # however busy the stream: its mark must not run out

@@ -76,7 +76,7 @@ def database_url_for_subprocess() -> str:
     db = settings.DATABASES["default"]
     user = quote(db.get("USER") or "postgres", safe="")
     password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
-    options = dict(db.get("OPTIONS") or {})
+    options = {name: value for name, value in (db.get("OPTIONS") or {}).items() if name != "pool"}  # Django's own
     host = db.get("HOST") or ""
     if host.startswith("/"):
         host, options["host"] = "", host
@@ -118,7 +118,7 @@ class WorkerProcess:
                 "--concurrency",
                 str(concurrency),
                 "--pool",
-                "prefork",
+                "threads",  # as docker-compose.yml's worker
                 "-n",
                 f"{queue}@%h",
                 "--without-gossip",

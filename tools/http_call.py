@@ -110,8 +110,11 @@ def http_tool_call(
     client: EgressClient | None = None,
     clock: Callable[[], float] = time.time,
     record: Recorder | None = None,
+    before_send: Callable[[], None] | None = None,
 ) -> HttpCallOutcome:
-    """One HTTP tool call. Never raises for anything the tenant, the model or the upstream can cause."""
+    """One HTTP tool call. Never raises for anything the tenant, the model or the upstream can cause. `before_send`
+    is called once the request is made and before it is sent (the run engine gives its database connection back
+    there: nothing is read from the database after it)."""
     started = time.monotonic()
     step: dict[str, Any] = {
         "tool": tool.get("name", ""),
@@ -149,6 +152,8 @@ def http_tool_call(
         step["error_code"] = exc.code
         return done(_template_failure(TemplateError(exc.code, exc.message)), False)
     headers = {**rendered.headers, **signature, "User-Agent": USER_AGENT}
+    if before_send is not None:
+        before_send()
 
     try:
         response = (client or get_client()).request(

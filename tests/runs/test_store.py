@@ -131,6 +131,8 @@ def test_a_column_altered_under_a_kept_connection_does_not_break_its_prepared_st
             key = api_key_by_digest(digest)
             assert key is not None and key.project_id == tenant.project.pk
         finally:
+            if connection.connection is not None:
+                connection.connection.close()  # dropped, not handed back to the pool with its statement prepared
             connection.close()
             other.execute("ALTER TABLE kagent_apikey ALTER COLUMN hint TYPE varchar(20)")
 
