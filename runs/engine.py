@@ -598,7 +598,15 @@ class Engine:
         def numbers_seen() -> frozenset[str]:
             return truth.ticket_numbers_in([c.result for c in self.calls if c.status == ToolCall.Status.SUCCEEDED])
 
-        return truth.RunFacts(ticket_numbers, handoff_done, any_success, last_failed, ticket_made, numbers_seen)
+        def numbers_given() -> frozenset[str]:
+            # The customer's own references (a booking reference, an order number) and every number a tool gave.
+            said = " ".join(m.content for m in self.transcript if m.role in ("user", "team"))
+            results = [c.result for c in self.calls if c.status == ToolCall.Status.SUCCEEDED]
+            return truth.numbers_in(said) | truth.all_numbers_in(results)
+
+        return truth.RunFacts(
+            ticket_numbers, handoff_done, any_success, last_failed, ticket_made, numbers_seen, numbers_given
+        )
 
     def _finish_with_answer(self, text: str, step: RunStep) -> bool:
         """True when the run completed; False when the answer was pushed back to the model."""

@@ -210,7 +210,10 @@ def test_order_references_and_everyday_words_pass(answer):
 
 def test_the_review_findings_read_no_differently_for_honest_text():
     # A dash-rich, accented, Arabic-digit answer that claims nothing still passes.
-    answer = "Caf\u00e9 hours \u2014 9\u201317 \u2014 haven\u2019t changed; your order \u0664\u0665 is on its way\u2026 Thanks!"
+    answer = (
+        "Caf\u00e9 hours \u2014 9\u201317 \u2014 haven\u2019t changed; your order \u0664\u0665 is on its way\u2026 "
+        "Thanks!"
+    )
     assert unverified_claims(answer, facts(any_success=True)) == []
 
 
@@ -238,3 +241,57 @@ def test_a_reference_no_one_gave_is_pushed_back(h):
     run = h.run(agent, "hello, my booking reference is 8812")
     assert run["status"] == "completed", run
     assert run["output"]["unverified_claims"] == ["reference 4471"]
+
+
+# --- the reading itself -----------------------------------------------------------------------------------------
+
+
+def test_whitespace_is_read_as_python_reads_it():
+    # The guard's words end where str.split() and str.strip() end them: the engine stores the answer stripped.
+    import sys
+
+    from runs.truth import _LINE_BREAKS, _RUN_RE
+
+    every = "".join(chr(cp) for cp in range(sys.maxunicode + 1) if not 0xD800 <= cp <= 0xDFFF)
+    spaces = {c for c in every if c.isspace()}
+    assert {c for run in _RUN_RE.finditer(every, timeout=5) if run.group()[0].isspace() for c in run.group()} == spaces
+    assert {c for c in spaces if len(("a" + c + "b").splitlines()) == 2} == set(_LINE_BREAKS)
+
+
+def test_every_dash_reads_as_a_hyphen():
+    import sys
+    import unicodedata
+
+    from runs.truth import _fold
+
+    dashes = [chr(cp) for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp)) == "Pd"]
+    dashes += ["\u2212", "\u207b", "\u208b", "\u2796", "\u02d7", "\u2043"]
+    assert {c: _fold("x" + c + "1") for c in dashes} == dict.fromkeys(dashes, "x-1")
+
+
+def test_invisible_characters_are_dropped():
+    from runs.truth import _fold
+
+    invisible = "\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2060\u2066\u2067\u2068\u2069"
+    invisible += "\u00ad\u034f\u061c\u180e\ufeff\ufe00\ufe0f\U000e0001\U000e0100\u3164\x07"
+    assert {c: _fold("T" + c + "KT") for c in invisible} == dict.fromkeys(invisible, "TKT")
+
+
+# Each must be read within the budget like the ASCII ones of test_truth.py.
+HOSTILE_LOOKALIKES = {
+    "cyrillic TKT + fullwidth zeros": "\u0422\u041a\u0422" + "\uff10" * 50_000 + "x",
+    "zero-width spaces": "ticket" + "\u200b" * 100_000 + " 4471",
+    "one long Arabic word": "تذكرة" * 20_000,
+    "combining marks": "T" + "\u0301" * 100_000 + "KT-1",
+    "dashes": "TKT" + "\u2011" * 100_000 + "1",
+    "ligature expansions": "\ufdfa" * 20_000,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_LOOKALIKES))
+def test_a_hostile_lookalike_answer_is_checked_within_two_seconds(name):
+    import time
+
+    started = time.monotonic()
+    unverified_claims(HOSTILE_LOOKALIKES[name], facts())
+    assert time.monotonic() - started < 2, name
