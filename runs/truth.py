@@ -14,17 +14,19 @@ number 4471", "الرقم المرجعي 4471") also when the customer or any to
 own booking reference, a return request's number). An order's own number ("order ref 8812", "رقم طلبك 8812") is
 not a claim: it names an order, not a case.
 
-Streaming (SPEC §4 "Run events": `run.output.delta` carries only text the guard has passed, no unverified
-confirmation is shown even for an instant): `AnswerStream` is fed the answer as the model writes it and says how
-much of it may be shown now. Its granularity is the sentence, as the whole-answer check reads sentences: a
-sentence is shown once it is complete (its closing `.!?؟。` and the whitespace after it, or a line break, have
-arrived), it passed the same per-sentence checks, and no numbered claim can still begin in it (the number patterns
-span sentences: "Your ticket no. 4471" splits after "no."). Why the sentence: the checks read a sentence whole
-(an admission anywhere in it clears it, a leading condition ends at its comma, "I've transferred" is a claim only
-once "you" follows), so nothing shorter can be passed; anything longer only delays honest text. The sentence being
-written, and everything after a sentence that is a claim, wait for `finish()`, which runs the whole-answer check
-(`unverified_claims`, the one the engine calls) and releases the rest only when it passes. What is released,
-joined, is always a prefix of the answer with its surrounding whitespace stripped, as the engine stores it.
+Streaming (SPEC §4 "Run events": a `run.output.delta` carries only text the guard has passed, no unverified
+confirmation is shown even for an instant): `AnswerStream` is fed the answer as the model writes it and answers
+what may be shown now. The granularity is the sentence as the whole-answer check reads it: a sentence is released
+once it is complete (its closing `.!?؟。` and the whitespace after it, or a line break, have arrived), it passed the
+same per-sentence checks, and no numbered claim can still begin in it (the number patterns span sentences: "Your
+ticket no. 4471" splits after "no.", so "Your ticket no." waits for what follows). Why the sentence: the checks
+read a sentence whole (an admission anywhere in it clears it, a leading condition ends at its comma, "I've
+transferred" is a claim only once "you" follows), so nothing shorter can be passed; anything longer only delays
+honest text. The sentence being written, and everything from a sentence that is a claim on, wait for `finish()`,
+which runs the whole-answer check (`unverified_claims`, the engine's verdict) and releases the rest only when it
+passes. Released text, joined, is always a prefix of the answer stripped (as the engine stores it) and holds no
+claim; the caller feeds exactly the text it would finish with (cleaned as `_clean` does, without tool calls
+written as text) and sends `run.output.reset` when `finish()` answers claims.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import itertools
 import time
 import unicodedata
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final, NamedTuple
@@ -162,7 +165,8 @@ _TICKET_CLAIM_RE = regex.compile(
     regex.IGNORECASE,
 )
 # linear: a one-character look-behind and one squeezed whitespace character or newline.
-_SENTENCE_SPLIT_RE = regex.compile(r"(?<=[.!?؟。])\s|\n")
+_SENTENCE_ENDS = ".!?؟。"
+_SENTENCE_SPLIT_RE = regex.compile(rf"(?<=[{_SENTENCE_ENDS}])\s|\n")
 
 
 # --- reading the answer as a person sees it --------------------------------------------------------------------
@@ -484,6 +488,152 @@ def _sentence_claims(sentence: str, facts: RunFacts, add: Callable[[str], None],
     elif not facts.ticket_made and _TICKET_CLAIM_RE.search(sentence, timeout=budget.left()):
         # Another tool's success (a lookup, a handoff) doesn't make a ticket.
         add("ticket claimed without a ticket tool")
+
+
+# --- streaming: what may be shown while the answer is written --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnswerEnd:
+    """What `AnswerStream.finish()` says: the rest of the answer to show ("" when claims remain) and the claims
+    `unverified_claims` finds in the whole answer (the engine's verdict: empty, or a push-back and a reset)."""
+
+    delta: str
+    claims: list[str]
+
+
+# How far before the earliest place a number pattern may still match the scanned text is kept: its look-behinds
+# read at most 8 characters (`_NOT_A_CASE`); one that reads less than it should only finds more.
+_CONTEXT = 16
+
+
+class AnswerStream:
+    """The truthfulness guard over an answer as the model writes it (see the module docstring).
+
+    `feed(chunk)` answers the text that became safe to show with this chunk ("" when none did): whole sentences
+    that passed the per-sentence checks and in which no numbered claim can still begin. `finish()` checks the whole
+    answer and answers the rest, or the claims. Joined, what `feed` and `finish` answered is the answer stripped, as
+    the engine stores it; whatever they answered before `finish()` is a prefix of it that holds no claim. Each
+    sentence is checked once when it is complete and the number scan restarts where a match may still begin, so the
+    work is linear in the answer; it shares the one time budget of a whole-answer check (`CHECK_BUDGET_S`): past it,
+    nothing more is released before `finish()`.
+    """
+
+    def __init__(self, facts: RunFacts) -> None:
+        self._facts = facts
+        self._reader = _Reader()
+        self._answer: list[str] = []  # every chunk, for the whole-answer check
+        self._unshown: list[str] = []  # the answer after what was released
+        self._shown: list[str] = []
+        self._shown_end = 0  # where the released text ends in the answer
+        self._safe_end = 0  # where the text that may be released ends in the answer
+        self._sentence: list[str] = []  # the words of the sentence being written
+        self._sentence_end = 0  # where its last word ends in the answer
+        # The complete sentences not yet released: where each ends in the sentences' own coordinates (each sentence
+        # followed by one space) and in the answer; `_text` holds them from `_base` on, for the number scan, which
+        # resumes for each pattern where it may still match (`_resume`).
+        self._held: deque[tuple[int, int]] = deque()
+        self._text = " "  # one character of context before the first sentence
+        self._base = -1
+        self._resume = dict.fromkeys(_NUMBERED_KINDS, 0)
+        self._blocked = False  # a sentence is a claim (or no time is left): nothing more before finish()
+        self._allowance = CHECK_BUDGET_S
+        self._finished = False
+
+    @property
+    def shown(self) -> str:
+        """Everything released so far, joined."""
+        return "".join(self._shown)
+
+    def feed(self, chunk: str) -> str:
+        if self._finished:
+            raise RuntimeError("the answer was finished")
+        self._answer.append(chunk)
+        self._unshown.append(chunk)
+        if self._blocked or not chunk:
+            return ""
+        started = time.monotonic()
+        try:
+            budget = _Budget(self._allowance)
+            for piece in self._reader.feed(chunk, budget):
+                self._take(piece, budget)
+                if self._blocked:
+                    break
+        except TimeoutError:
+            self._blocked = True
+        finally:
+            self._allowance -= time.monotonic() - started
+        return self._release(self._safe_end)
+
+    def finish(self) -> AnswerEnd:
+        """The whole answer's verdict, from the same check the engine runs on a finished answer."""
+        if self._finished:
+            raise RuntimeError("the answer was finished")
+        self._finished = True
+        claims = unverified_claims("".join(self._answer), self._facts)
+        if claims:
+            return AnswerEnd("", claims)
+        rest = "".join(self._unshown).rstrip()
+        return AnswerEnd(self._release(self._shown_end + len(rest)), [])
+
+    def _take(self, piece: _Word | None, budget: _Budget) -> None:
+        if piece is _BREAK:
+            if self._sentence:
+                self._complete(budget)
+            return
+        if self._sentence:
+            self._sentence.append(" ")
+        self._sentence.append(piece.text)
+        self._sentence_end = piece.end
+        # The reader gives a word once whitespace follows it: after a sentence's end, the sentence is complete.
+        if piece.text[-1] in _SENTENCE_ENDS:
+            self._complete(budget)
+
+    def _complete(self, budget: _Budget) -> None:
+        sentence = "".join(self._sentence)
+        self._sentence = []
+        claims: list[str] = []
+        _sentence_claims(sentence, self._facts, claims.append, budget)
+        if claims:
+            self._blocked = True
+            return
+        start = self._base + len(self._text)
+        self._text += sentence + " "
+        self._held.append((start + len(sentence), self._sentence_end))
+        self._scan(budget)
+
+    def _scan(self, budget: _Budget) -> None:
+        """Reads the numbers of the held sentences from where each pattern may still match; releases the sentences
+        that end before the earliest such place."""
+        for kind in _NUMBERED_KINDS:
+            resume = self._base + len(self._text)  # nothing may still match before the next sentence
+            for match in _numbered_matches(kind, self._text, self._resume[kind] - self._base, budget, partial=True):
+                if match.partial:  # the text ends inside it: what follows may complete it
+                    resume = self._base + match.start()
+                    break
+                if _numbered_claim(kind, match, self._facts):
+                    self._blocked = True
+                    return
+            self._resume[kind] = resume
+        safe = min(self._resume.values())
+        while self._held and self._held[0][0] <= safe:
+            self._safe_end = self._held.popleft()[1]
+        drop = safe - _CONTEXT - self._base
+        if drop > 0:
+            self._text = self._text[drop:]
+            self._base += drop
+
+    def _release(self, end: int) -> str:
+        if end <= self._shown_end:
+            return ""
+        unshown = "".join(self._unshown)
+        delta, rest = unshown[: end - self._shown_end], unshown[end - self._shown_end :]
+        if not self._shown:
+            delta = delta.lstrip()  # the engine strips the answer
+        self._unshown = [rest]
+        self._shown_end = end
+        self._shown.append(delta)
+        return delta
 
 
 def history_notice(claims: list[str]) -> str:
