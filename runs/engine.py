@@ -600,7 +600,7 @@ class Engine:
 
         def numbers_given() -> frozenset[str]:
             # The customer's own references (a booking reference, an order number) and every number a tool gave.
-            said = " ".join(m.content for m in self.transcript if m.role in ("user", "team"))
+            said = " ".join(m.content for m in self.transcript if m.role == "user")
             results = [c.result for c in self.calls if c.status == ToolCall.Status.SUCCEEDED]
             return truth.numbers_in(said) | truth.all_numbers_in(results)
 

@@ -327,8 +327,8 @@ class RunFacts:
     # every number a successful tool result of this run holds under a ticket-like key (the business's helpdesk may
     # have ticket numbers)
     numbers_seen: Callable[[], frozenset[str]] = frozenset
-    # every number the customer (or the business's team) wrote in the conversation and every number of a
-    # successful tool result: a bare reference to one of them ("reference 8812") is no claim
+    # every number the customer wrote in the conversation and every number of a successful tool result: a bare
+    # reference to one of them ("reference 8812") is no claim
     numbers_given: Callable[[], frozenset[str]] = frozenset
 
 
