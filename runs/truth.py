@@ -31,12 +31,13 @@ written as text) and sends `run.output.reset` when `finish()` answers claims.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 import time
 import unicodedata
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 import regex
@@ -313,7 +314,7 @@ def _read(text: str, budget: _Budget) -> str:
 # --- the check -------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class RunFacts:
     """What the tools actually produced. Lookups that cost a query are callables, asked only when needed."""
 
@@ -330,6 +331,17 @@ class RunFacts:
     # every number the customer wrote in the conversation and every number of a successful tool result: a bare
     # reference to one of them ("reference 8812") is no claim
     numbers_given: Callable[[], frozenset[str]] = frozenset
+
+
+def _asked_once(facts: RunFacts) -> RunFacts:
+    """The facts with each lookup asked at most once (they may cost a query; an answer may name many numbers)."""
+    return dataclasses.replace(
+        facts,
+        ticket_numbers=functools.cache(facts.ticket_numbers),
+        handoff_done=functools.cache(facts.handoff_done),
+        numbers_seen=functools.cache(facts.numbers_seen),
+        numbers_given=functools.cache(facts.numbers_given),
+    )
 
 
 class _Budget:
@@ -439,7 +451,7 @@ def unverified_claims(text: str, facts: RunFacts) -> list[str]:
     claims: list[str] = []
     try:
         budget = _Budget(CHECK_BUDGET_S)
-        _find_claims(_read(text, budget), facts, claims, budget)
+        _find_claims(_read(text, budget), _asked_once(facts), claims, budget)
     except TimeoutError:
         if UNCHECKED_CLAIM not in claims:
             claims.append(UNCHECKED_CLAIM)
@@ -493,7 +505,7 @@ def _sentence_claims(sentence: str, facts: RunFacts, add: Callable[[str], None],
 # --- streaming: what may be shown while the answer is written --------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class AnswerEnd:
     """What `AnswerStream.finish()` says: the rest of the answer to show ("" when claims remain) and the claims
     `unverified_claims` finds in the whole answer (the engine's verdict: empty, or a push-back and a reset)."""
@@ -520,7 +532,7 @@ class AnswerStream:
     """
 
     def __init__(self, facts: RunFacts) -> None:
-        self._facts = facts
+        self._facts = _asked_once(facts)
         self._reader = _Reader()
         self._answer: list[str] = []  # every chunk, for the whole-answer check
         self._unshown: list[str] = []  # the answer after what was released
@@ -570,7 +582,7 @@ class AnswerStream:
         if self._finished:
             raise RuntimeError("the answer was finished")
         self._finished = True
-        claims = unverified_claims("".join(self._answer), self._facts)
+        claims = unverified_claims("".join(self._answer), self._facts)  # lookups already asked are not asked again
         if claims:
             return AnswerEnd("", claims)
         rest = "".join(self._unshown).rstrip()

@@ -266,3 +266,30 @@ def test_a_hostile_answer_streams_within_the_budget(name):
         stream.feed(answer[at : at + 1_000])
     stream.finish()
     assert time.monotonic() - started < 4, name  # the stream's budget, then the whole answer's
+
+
+def test_each_lookup_is_asked_once():
+    # The facts' lookups may cost a query; an answer may name many numbers, in many sentences.
+    asked: list[str] = []
+
+    def lookup(name, value):
+        return lambda: asked.append(name) or value
+
+    facts = RunFacts(
+        lookup("tickets", frozenset({"TKT-456"})),
+        lookup("handoff", False),
+        True,
+        None,
+        False,
+        lookup("seen", frozenset()),
+        lookup("given", frozenset({"8812"})),
+    )
+    answer = "Ticket TKT-456 is open. I've transferred you. " * 3 + "Ref 8812 and case 4471. Reference 8812."
+    stream = AnswerStream(facts)
+    for at in range(0, len(answer), 5):
+        stream.feed(answer[at : at + 5])
+    assert stream.finish().claims == ["case 4471", "handoff to the team"]
+    assert sorted(asked) == ["given", "handoff", "seen", "tickets"]
+    asked.clear()
+    assert unverified_claims(answer, facts) == ["case 4471", "handoff to the team"]
+    assert sorted(asked) == ["given", "handoff", "seen", "tickets"]
