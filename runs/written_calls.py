@@ -26,6 +26,8 @@ The contract, for a model's text, which is hostile input:
   `too_many_calls` by the policy as native calls are, so the model hears that they didn't run. Blocks past that are
   removed and dropped. A block's content over `MAX_BLOCK_CHARS` is not read (unreadable).
 - Every scan is linear: `str.find`/`startswith` and expressions reviewed as linear; no block is read twice.
+- The text on either side of a removed block is joined as it is and not read again: calls are read once, from what
+  the model wrote (text woven around a block to spell a tag stays text, and runs nothing).
 
 Call ids are derived from the run, the round and the call's place in the answer: a run resumed after a crash asks
 the model again and gets the same ids for the same answer.
