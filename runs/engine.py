@@ -33,6 +33,7 @@ from runs.lease import KEEPER, lease
 from runs.limits import SHARED_BUCKET_PREFIXES, bucket_held
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
 from runs.models import Run, RunEvent, RunStep, ToolCall
+from runs.written_calls import recover_written_calls
 from tools import builtins
 from tools.builtins import Effect, Receipt
 from tools.http_call import http_tool_call
@@ -235,6 +236,14 @@ class Engine:
         finally:
             duration = int((time.monotonic() - started) * 1000)
         response = _storable(response)
+        # Tool calls written as text (SPEC §5): recovered and never shown. Native calls win: blocks written next to
+        # them are removed from the text, not run a second time.
+        written = recover_written_calls(
+            response.text, run_id=self.run.pk, round_number=self.run.rounds + 1, tools=self.tool_set
+        )
+        recovered = () if request.model.get("provider") in providers.ECHOING else written.calls
+        from_text = bool(recovered) and not response.tool_calls
+        response = dataclasses.replace(response, text=written.text, tool_calls=response.tool_calls or recovered)
         usage = self.run.usage or {}
         usage = {
             "input_tokens": usage.get("input_tokens", 0) + response.usage.input_tokens,
@@ -254,6 +263,7 @@ class Engine:
                 "text": response.text,
                 "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls],
                 "usage": {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens},
+                **({"tool_calls_written_as_text": True} if from_text else {}),
             },
         )
         return response, step
