@@ -32,6 +32,7 @@ from runs.lease import KEEPER, lease, release_connection
 from runs.limits import SHARED_BUCKET_PREFIXES, bucket_held
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
 from runs.models import Run, RunEvent, RunStep, ToolCall
+from runs.written_calls import recover_written_calls
 from tools import builtins
 from tools.builtins import Effect, Receipt
 from tools.http_call import http_tool_call
@@ -242,6 +243,14 @@ class Engine:
         finally:
             duration = int((time.monotonic() - started) * 1000)
         response = _storable(response)
+        # Tool calls written as text (SPEC §5): recovered and never shown. Native calls win: blocks written next to
+        # them are removed from the text, not run a second time.
+        written = recover_written_calls(
+            response.text, run_id=self.run.pk, round_number=self.run.rounds + 1, tools=self.tool_set
+        )
+        recovered = () if request.model.get("provider") in providers.ECHOING else written.calls
+        from_text = bool(recovered) and not response.tool_calls
+        response = dataclasses.replace(response, text=written.text, tool_calls=response.tool_calls or recovered)
         usage = self.run.usage or {}
         usage = {
             "input_tokens": usage.get("input_tokens", 0) + response.usage.input_tokens,
@@ -261,6 +270,7 @@ class Engine:
                 "text": response.text,
                 "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls],
                 "usage": {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens},
+                **({"tool_calls_written_as_text": True} if from_text else {}),
             },
         )
         return response, step
@@ -607,7 +617,15 @@ class Engine:
         def numbers_seen() -> frozenset[str]:
             return truth.ticket_numbers_in([c.result for c in self.calls if c.status == ToolCall.Status.SUCCEEDED])
 
-        return truth.RunFacts(ticket_numbers, handoff_done, any_success, last_failed, ticket_made, numbers_seen)
+        def numbers_given() -> frozenset[str]:
+            # The customer's own references (a booking reference, an order number) and every number a tool gave.
+            said = " ".join(m.content for m in self.transcript if m.role == "user")
+            results = [c.result for c in self.calls if c.status == ToolCall.Status.SUCCEEDED]
+            return truth.numbers_in(said) | truth.all_numbers_in(results)
+
+        return truth.RunFacts(
+            ticket_numbers, handoff_done, any_success, last_failed, ticket_made, numbers_seen, numbers_given
+        )
 
     def _finish_with_answer(self, text: str, step: RunStep) -> bool:
         """True when the run completed; False when the answer was pushed back to the model."""

@@ -85,6 +85,13 @@ REVIEWED: dict[str, str] = {
     r"-?\d+(?:\.\d+)?": "digits taken whole; the fraction starts on a literal dot",
     r"[\s,;:!?()\"']+": "one class, repeated",
     r"\bTKT-(\d+)\b": "a literal, then one digit run (backtracking stays in that run)",
+    r"""\bname\s*=\s*(?:"([^"]{0,200})"|'([^']{0,200})')""": (
+        "a literal, two runs of one class around a literal, then a bounded run of a class the quote ends"
+    ),
+    r'"name"\s*:\s*"([^"\\]{1,200})"': (
+        "a literal, two runs of one class around a literal, then a bounded run of a class the quote ends"
+    ),
+    r"[^A-Za-z0-9_-]+": "one class, repeated",
     # the API's query parameters and the dashboard
     r"[0-9]{1,12}": "one class, at most 12 characters",
     r"^[A-Za-z_][A-Za-z0-9_\-]*$": "anchored, one class",

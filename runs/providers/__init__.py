@@ -27,7 +27,7 @@ from runs.providers.demo import demo_complete
 from runs.providers.openai_compatible import openai_compatible_complete
 from runs.providers.retry import with_retries
 
-__all__ = ["PROVIDERS", "Provider", "complete"]
+__all__ = ["ECHOING", "PROVIDERS", "Provider", "complete"]
 
 # One attempt at an answer (no retries: `complete` adds them), raising ModelError saying whether to try again.
 Provider = Callable[[ModelRequest], ModelResponse]
@@ -40,6 +40,10 @@ PROVIDERS: dict[str, Provider] = {
     # Offline and deterministic: it never raises ModelError, so the retry loop calls it once and never waits.
     "demo": demo_complete,
 }
+
+# Providers whose text repeats other people's words (the demo echoes the customer and describes tool results): a
+# tool call written in that text is someone else's, not the model's. It is removed from the text, never run.
+ECHOING: frozenset[str] = frozenset({"demo"})
 
 
 def complete(request: ModelRequest) -> ModelResponse:
