@@ -141,13 +141,14 @@ TEMPLATES = [
 # Unset, they are the embedded servers under var/ (kagent/embedded.py), which `bin/run` and the tests start: the same
 # engine and broker as production, on unix sockets.
 DATABASE_URL = os.environ.get("DATABASE_URL", "").strip() or embedded.database_url(VAR_DIR / "postgres")
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_health_checks=True)}
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise ImproperlyConfigured("DATABASE_URL must be a PostgreSQL URL (postgres://…); K-Agent runs on PostgreSQL only")
 # Connections come from a pool per process (Django's, psycopg_pool) and go back to it at the end of every request and
 # task, and while a run waits on the model or a tool (runs/lease.py): a worker holding hundreds of runs in flight
-# needs only as many connections as run a statement at once. A connection found broken is tried again once
-# (kagent/sql.py, runs/engine.py's claim), instead of a health check's round trip on every checkout.
+# needs only as many connections as run a statement at once. Each checkout is checked (CONN_HEALTH_CHECKS: an empty
+# statement's round trip, psycopg_pool's check_connection), so a connection the database dropped while it waited in
+# the pool (a restart, an idle timeout) is replaced, never handed to a request or a run.
 KAGENT_DB_POOL_SIZE = int(os.environ.get("KAGENT_DB_POOL_SIZE", "16"))
 DATABASES["default"]["OPTIONS"] = {
     **DATABASES["default"].get("OPTIONS", {}),

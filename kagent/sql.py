@@ -2,9 +2,9 @@
 the ORM cost more than running them (measured in bench/runs_bench.py): the API key lookup of every request here,
 the run engine's and run creation's statements in `runs/store.py`. Everything else uses the ORM.
 
-`execute` runs one statement on a server-side-binding cursor, prepared on first use on the connection (workers and
-web processes keep their connections), and logs it where Django logs queries (so `CaptureQueriesContext` and the
-benchmark count it like any other).
+`execute` runs one statement on a server-side-binding cursor, prepared on first use on the connection (connections
+live on in each process's pool between requests and tasks), and logs it where Django logs queries (so
+`CaptureQueriesContext` and the benchmark count it like any other).
 
 Prepared for real: Django opens psycopg connections with `prepare_threshold=None` (for connection poolers in
 transaction mode), which turns psycopg's preparation off even for `prepare=True`; every statement here was then
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,12 +41,15 @@ def execute(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any,
     except NotSupportedError as error:
         # A statement prepared on a kept connection whose result changed since (a deploy altered a column it
         # returns): PostgreSQL refuses to run it, before running anything, until it is prepared again. In a
-        # transaction its rollback has psycopg forget its statements; in autocommit, once more on a new connection.
+        # transaction its rollback has psycopg forget its statements; in autocommit, once more after forgetting them.
         if connection.in_atomic_block or "cached plan must not change result type" not in str(error):
             raise
-        if connection.connection is not None:
-            connection.connection.close()  # closed, the pool drops it instead of handing it out again
-        connection.close()
+        raw = connection.connection
+        assert raw is not None  # the statement just ran on it
+        # Every statement prepared on this connection may be stale: forget them all, here and on the server (psycopg
+        # clears its own record when it sees DEALLOCATE ALL succeed), and keep the connection. Each connection of the
+        # pool recovers so, at its first stale statement.
+        raw.execute("DEALLOCATE ALL")
         return _execute(sql, params)
 
 
@@ -64,18 +68,21 @@ def _execute(sql: str, params: dict[str, Any] | Sequence[Any]) -> list[tuple[Any
     return rows
 
 
+# The kept cursor of each connection, kept as long as the connection lives (in the process's pool between checkouts).
+_CURSORS: weakref.WeakKeyDictionary[Any, psycopg.Cursor[Any]] = weakref.WeakKeyDictionary()
+
+
 def _kept_cursor(db: Any) -> psycopg.Cursor[Any]:
     """One server-side-binding cursor per database connection, kept with it: its adaptation context remembers how
     each Python type is dumped and each column type loaded, which a new cursor per statement looked up again every
-    time. (Django's connection object belongs to one thread; a cursor of a closed connection is replaced.)"""
+    time. (A connection is one thread's at a time, from its checkout from the pool to its return.)"""
     raw = db.connection
     assert raw is not None
-    cursor: psycopg.Cursor[Any] | None = getattr(db, "_kagent_cursor", None)
-    if cursor is None or cursor.connection is not raw or cursor.closed:
+    cursor = _CURSORS.get(raw)
+    if cursor is None or cursor.closed:
         if raw.prepare_threshold is None:
             raw.prepare_threshold = _ONLY_WHEN_ASKED
-        cursor = psycopg.Cursor(raw)
-        db._kagent_cursor = cursor
+        cursor = _CURSORS[raw] = psycopg.Cursor(raw)
     return cursor
 
 
