@@ -260,7 +260,30 @@ class _Handler(BaseHTTPRequestHandler):
             headers={k.lower(): v for k, v in self.headers.items()},
             payload=payload,
         )
-        self._send(status, body, headers)
+        if isinstance(body, Stream):
+            self._stream(body)
+        else:
+            self._send(status, body, headers)
+
+    def _stream(self, stream: Stream) -> None:
+        """An event stream, chunked, each event a chunk as soon as it is made; `chunk_delay_s` between the events
+        that carry the answer's text (a model writing)."""
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+            for event in stream.events:
+                if event.delay and self.server.fake.chunk_delay_s:
+                    time.sleep(self.server.fake.chunk_delay_s)
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event.data), event.data))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+            self.close_connection = True
 
 
 class _Server(TLSThreadingHTTPServer):
@@ -280,10 +303,12 @@ class FakeLLM:
         server_name: str | None = None,
         record: bool = True,
         latency_s: float = 0.0,
+        chunk_delay_s: float = 0.0,
     ) -> None:
         self.ssl_context = ssl_context
         self.record = record
         self.latency_s = latency_s
+        self.chunk_delay_s = chunk_delay_s  # between a streamed answer's text events
         self._scripts: dict[str, tuple[Turn, ...]] = {}
         self._attempts: dict[tuple[str, int], int] = {}
         self._requests: list[RecordedRequest] = []
@@ -358,7 +383,7 @@ class FakeLLM:
 
     def answer(
         self, *, protocol: Protocol, path: str, headers: dict[str, str], payload: bytes
-    ) -> tuple[int, bytes, dict[str, str]]:
+    ) -> tuple[int, bytes | Stream, dict[str, str]]:
         if self.latency_s:
             time.sleep(self.latency_s)
         self._local.payload = payload  # one request at a time per handler thread
@@ -405,6 +430,11 @@ class FakeLLM:
             answer = _openai_answer(key, turn_index, turn, body)
         else:
             answer = _anthropic_answer(key, turn_index, turn, body)
+        if body.get("stream") is True and turn.raw is None:
+            # Streamed as the real servers stream: Server-Sent Events, one event a chunk (`_Handler._stream`).
+            events = _openai_events(answer) if protocol == "openai" else _anthropic_events(answer)
+            self._finish(protocol, path, headers, body, key, turn_index, attempt, 200, b"")
+            return 200, Stream(events), {}
         encoded = json.dumps(answer).encode()  # ASCII with \u escapes: any string survives, as from real servers
         return self._finish(protocol, path, headers, body, key, turn_index, attempt, 200, encoded)
 
@@ -518,6 +548,109 @@ def _anthropic_answer(key: str, index: int, turn: Turn, body: dict[str, Any]) ->
     }
 
 
+# --- Streamed answers -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    data: bytes  # the event as sent: `event:`/`data:` lines and the blank line
+    delay: bool = False  # a piece of the answer's text: the fake's chunk_delay_s before it
+
+
+@dataclass(frozen=True)
+class Stream:
+    events: list[StreamEvent]
+
+
+def _sse(data: dict[str, Any] | str, event: str | None = None, *, delay: bool = False) -> StreamEvent:
+    payload = data if isinstance(data, str) else json.dumps(data)
+    head = f"event: {event}\n" if event else ""
+    return StreamEvent(f"{head}data: {payload}\n\n".encode(), delay)
+
+
+def _pieces(text: str) -> list[str]:
+    """The text as a model streams it: a word (with the space before it) at a time."""
+    return re.findall(r"\s*\S+|\s+$", text) or ([text] if text else [])  # linear: one class per branch
+
+
+def _openai_events(answer: dict[str, Any]) -> list[StreamEvent]:
+    """A Chat Completions answer as `stream: true` sends it (with `stream_options.include_usage`)."""
+    choice = answer["choices"][0]
+    message = choice["message"]
+    base = {"id": answer["id"], "object": "chat.completion.chunk", "created": 0, "model": answer["model"]}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    events = [_sse(chunk({"role": "assistant", "content": ""}))]
+    for piece in _pieces(message.get("content") or ""):
+        events.append(_sse(chunk({"content": piece}), delay=True))
+    for i, call in enumerate(message.get("tool_calls") or []):
+        function = call["function"]
+        first: dict[str, Any] = {
+            "index": i,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": function["name"]},
+        }
+        arguments = function.get("arguments")
+        if arguments is not None:
+            first["function"]["arguments"] = ""
+        events.append(_sse(chunk({"tool_calls": [first]})))
+        if arguments:
+            half = len(arguments) // 2
+            for part in (arguments[:half], arguments[half:]):
+                events.append(_sse(chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]})))
+    events.append(_sse(chunk({}, choice["finish_reason"])))
+    events.append(_sse({**base, "choices": [], "usage": answer["usage"]}))
+    events.append(_sse("[DONE]"))
+    return events
+
+
+def _anthropic_events(answer: dict[str, Any]) -> list[StreamEvent]:
+    """A Messages answer as `stream: true` sends it."""
+    usage = answer["usage"]
+    start = {
+        **answer,
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 0},
+    }
+    events = [_sse({"type": "message_start", "message": start}, "message_start")]
+    for index, block in enumerate(answer["content"]):
+        if block["type"] == "text":
+            opening = {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
+            events.append(_sse(opening, "content_block_start"))
+            for piece in _pieces(block["text"]):
+                delta = {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}}
+                events.append(_sse(delta, "content_block_delta", delay=True))
+        else:
+            opening = {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}},
+            }
+            events.append(_sse(opening, "content_block_start"))
+            partial = json.dumps(block["input"])
+            half = len(partial) // 2
+            for part in (partial[:half], partial[half:]):
+                delta = {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": part},
+                }
+                events.append(_sse(delta, "content_block_delta"))
+        events.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
+    ending = {
+        "type": "message_delta",
+        "delta": {"stop_reason": answer["stop_reason"]},
+        "usage": {"output_tokens": usage["output_tokens"]},
+    }
+    events.append(_sse(ending, "message_delta"))
+    events.append(_sse({"type": "message_stop"}, "message_stop"))
+    return events
+
+
 # --- HTTPS on loopback (Anthropic and tenant base_urls go through the hardened client: https only) ---------------
 
 
@@ -565,8 +698,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--scripts", type=Path, help='JSON: {"key": [turn, ...]}, turns as in Turn.from_dict')
     parser.add_argument("--record", action="store_true", help="keep every request in memory (off by default)")
     parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--chunk-delay-ms", type=float, default=0.0, help="between a streamed answer's text events")
     args = parser.parse_args(argv)
-    fake = FakeLLM(port=args.port, record=args.record, latency_s=args.latency_ms / 1000)
+    fake = FakeLLM(
+        port=args.port,
+        record=args.record,
+        latency_s=args.latency_ms / 1000,
+        chunk_delay_s=args.chunk_delay_ms / 1000,
+    )
     if args.scripts:
         for key, turns in json.loads(args.scripts.read_text()).items():
             fake.script(key, [Turn.from_dict(t) for t in turns])

@@ -119,6 +119,7 @@ class Connection:
 
 
 Head = Callable[[int, list[tuple[str, str]]], None]
+Body = Callable[[bytes], None]  # a piece of the answer's body (as sent, transfer coding undone), as it arrives
 
 
 class Endpoint:
@@ -153,6 +154,7 @@ class Endpoint:
         connect_timeout: float,
         deadline: float,
         max_body: int,
+        on_body: Body | None = None,
     ) -> Answer:
         """POSTs `body` and reads the whole answer before `deadline` (time.monotonic()), on a kept connection or a new
         one to `host`:`port` (its name looked up by the system). Raises what `send` raises."""
@@ -165,6 +167,7 @@ class Endpoint:
             max_body=max_body,
             connect=lambda: self._connect(min(connect_timeout, deadline - time.monotonic()), deadline),
             retry_idle=True,
+            on_body=on_body,
         )
 
     def send(
@@ -180,24 +183,27 @@ class Endpoint:
         before_write: Callable[[Connection], None] | None = None,
         on_head: Head | None = None,
         retry_idle: bool = False,
+        on_body: Body | None = None,
     ) -> Answer:
         """Sends one request and reads the whole answer before `deadline` (time.monotonic()), on a kept connection
         or one from `connect`. `before_write(connection)` runs before a byte is written on it, `on_head(status,
         headers)` once the final answer's head is read and before its body; either may raise to refuse (the
-        connection is then closed). `method`, `target` and `headers` must be checked by the caller (no CR, LF or
-        space where HTTP forbids them). Raises TimeoutError, OSError (ssl.SSLError included), ProtocolFault,
-        TooLarge or what the callbacks raise; the connection is then closed, never used again."""
+        connection is then closed). `on_body(piece)` is given the body as it arrives (a streamed answer: each chunk
+        of a chunked one, each read of another), and the answer still holds it whole. `method`, `target` and
+        `headers` must be checked by the caller (no CR, LF or space where HTTP forbids them). Raises TimeoutError,
+        OSError (ssl.SSLError included), ProtocolFault, TooLarge or what the callbacks raise; the connection is then
+        closed, never used again."""
         request = _request_bytes(method, target, self.host_header, headers, body)
         kept = self._idle_connection()
         if kept is not None:
             try:
-                return self._exchange(kept, request, deadline, max_body, before_write, on_head)
+                return self._exchange(kept, request, deadline, max_body, before_write, on_head, on_body)
             except (OSError, ProtocolFault) as exc:
                 if not retry_idle or kept.received or isinstance(exc, TimeoutError):
                     raise
                 # The server closed the kept connection while it was idle and we saw it only now (nothing of an
                 # answer came back): once more on a new connection, as a browser would.
-        return self._exchange(connect(), request, deadline, max_body, before_write, on_head)
+        return self._exchange(connect(), request, deadline, max_body, before_write, on_head, on_body)
 
     def _exchange(
         self,
@@ -207,6 +213,7 @@ class Endpoint:
         max_body: int,
         before_write: Callable[[Connection], None] | None,
         on_head: Head | None,
+        on_body: Body | None = None,
     ) -> Answer:
         connection.deadline = deadline
         try:
@@ -229,7 +236,7 @@ class Endpoint:
                     raise write_error from None
                 reusable = False
             else:
-                answer, reusable = _read_answer(connection, max_body, on_head)
+                answer, reusable = _read_answer(connection, max_body, on_head, on_body)
         except BaseException:
             connection.sock.close()
             raise
@@ -334,7 +341,9 @@ def _request_bytes(
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # a Content-Length: 0 when they carry nothing, as httpx sends
 
 
-def _read_answer(connection: Connection, max_body: int, on_head: Head | None = None) -> tuple[Answer, bool]:
+def _read_answer(
+    connection: Connection, max_body: int, on_head: Head | None = None, on_body: Body | None = None
+) -> tuple[Answer, bool]:
     """The answer to one request and whether the connection can carry another."""
     while True:
         version, status, headers = _read_head(connection)
@@ -360,15 +369,15 @@ def _read_answer(connection: Connection, max_body: int, on_head: Head | None = N
             raise ProtocolFault("the answer's Transfer-Encoding is not chunked alone")
         # With a Content-Length too (RFC 9112 §6.3: to be handled as an error) read as chunked, never reused.
         reusable = reusable and "content-length" not in fields
-        return Answer(status, headers, _read_chunked(connection, max_body)), reusable
+        return Answer(status, headers, _read_chunked(connection, max_body, on_body)), reusable
     if "content-length" in fields:
         values = {value.strip() for joined in fields["content-length"] for value in joined.split(",")}
         if len(values) != 1 or not (size := values.pop()).isdigit() or not size.isascii() or len(size) > 18:
             raise ProtocolFault("the answer's Content-Length is not one number")
         if int(size) > max_body:
             raise TooLarge
-        return Answer(status, headers, connection.take(int(size))), reusable
-    return Answer(status, headers, _read_to_close(connection, max_body)), False
+        return Answer(status, headers, _read_sized(connection, int(size), on_body)), reusable
+    return Answer(status, headers, _read_to_close(connection, max_body, on_body)), False
 
 
 def _answer_after_failed_write(connection: Connection, max_body: int, on_head: Head | None) -> Answer | None:
@@ -427,7 +436,23 @@ def _tokens(values: list[str]) -> list[str]:
     return [token.strip().lower() for value in values for token in value.split(",") if token.strip()]
 
 
-def _read_chunked(connection: Connection, max_body: int) -> bytes:
+def _read_sized(connection: Connection, size: int, on_body: Body | None) -> bytes:
+    if on_body is None:
+        return connection.take(size)
+    pieces: list[bytes] = []
+    left = size
+    while left:
+        if not connection.buffer:
+            connection.fill()
+        piece = bytes(connection.buffer[:left])
+        del connection.buffer[: len(piece)]
+        left -= len(piece)
+        pieces.append(piece)
+        on_body(piece)
+    return b"".join(pieces)
+
+
+def _read_chunked(connection: Connection, max_body: int, on_body: Body | None = None) -> bytes:
     chunks: list[bytes] = []
     size_so_far = 0
     while True:
@@ -444,6 +469,8 @@ def _read_chunked(connection: Connection, max_body: int) -> bytes:
         chunks.append(connection.take(size))
         if connection.take(2) != b"\r\n":
             raise ProtocolFault("a chunk of the answer does not end where its size says")
+        if on_body is not None:
+            on_body(chunks[-1])
     trailers = 0
     # Trailer fields, read and dropped, up to the empty line.
     while line := connection.until(b"\r\n", MAX_HEAD_BYTES, "a trailer line of the answer"):
@@ -453,13 +480,17 @@ def _read_chunked(connection: Connection, max_body: int) -> bytes:
     return b"".join(chunks)
 
 
-def _read_to_close(connection: Connection, max_body: int) -> bytes:
+def _read_to_close(connection: Connection, max_body: int, on_body: Body | None = None) -> bytes:
     body = connection.buffer
     connection.buffer = bytearray()
+    if len(body) > max_body:
+        raise TooLarge(len(body))
+    if body and on_body is not None:
+        on_body(bytes(body))
     while data := connection.recv():
         body += data
         if len(body) > max_body:
             raise TooLarge(len(body))
-    if len(body) > max_body:
-        raise TooLarge(len(body))
+        if on_body is not None:
+            on_body(data)
     return bytes(body)

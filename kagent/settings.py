@@ -148,11 +148,12 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
 # task, and while a run waits on the model or a tool (runs/lease.py): a worker holding hundreds of runs in flight
 # needs only as many connections as run a statement at once. Each checkout is checked (CONN_HEALTH_CHECKS: an empty
 # statement's round trip, psycopg_pool's check_connection), so a connection the database dropped while it waited in
-# the pool (a restart, an idle timeout) is replaced, never handed to a request or a run.
+# the pool (a restart, an idle timeout) is replaced, never handed to a request or a run. A checkout waits at most 5 s:
+# with the database out of reach a request answers 503 then (kagent/errors.py), not after the pool's 30 s default.
 KAGENT_DB_POOL_SIZE = int(os.environ.get("KAGENT_DB_POOL_SIZE", "16"))
 DATABASES["default"]["OPTIONS"] = {
     **DATABASES["default"].get("OPTIONS", {}),
-    "pool": {"min_size": 1, "max_size": KAGENT_DB_POOL_SIZE, "timeout": 30, "max_idle": 300},
+    "pool": {"min_size": 1, "max_size": KAGENT_DB_POOL_SIZE, "timeout": 5, "max_idle": 300},
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -30,6 +30,7 @@ from runs import providers, run_events, store, transitions, truth
 from runs.builtins import builtin_execute
 from runs.lease import KEEPER, lease, release_connection
 from runs.limits import SHARED_BUCKET_PREFIXES, bucket_held
+from runs.live_answer import LiveAnswer
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
 from runs.models import Run, RunEvent, RunStep, ToolCall
 from runs.written_calls import recover_written_calls
@@ -128,6 +129,10 @@ class Engine:
         self.unsent: set[str] = set()  # calls this worker recorded as running and hasn't sent yet
         self._live_agent: Agent | None = None
         self.deadline = time.monotonic() + RUN_TIME_LIMIT_S
+        # The answer shown as it is written (run.output.delta): a run made to be followed (a stream, a wait) is
+        # followed from its claim on.
+        followed = run.followed_until is not None and run.followed_until > timezone.now()
+        self.live = LiveAnswer(run.pk, self._facts, followed=followed)
 
     # --- ownership --------------------------------------------------------------------------------------------
 
@@ -198,6 +203,7 @@ class Engine:
             # once, through the policy check, and then answers with tools disabled.
             refusal_round = self.run.rounds == self.max_rounds or (not self.run.tool_set and self.run.rounds == 0)
             if response.tool_calls and (tools_left or refusal_round):
+                self.live.reset()  # a tool round: whatever of its text was shown is not the answer
                 self._start_round(response, step)
                 continue
             if self._finish_with_answer(response.text, step):
@@ -235,6 +241,7 @@ class Engine:
             model=self.run.config.get("model") or default_model(),
             project_id=self.run.project_id,
             run_id=self.run.pk,
+            sink=self.live,
         )
         started = time.monotonic()
         try:
@@ -632,6 +639,7 @@ class Engine:
         text = text.strip() or FALLBACK_ANSWER
         claims = truth.unverified_claims(text, self._facts())
         if claims and self.run.pushbacks < truth.MAX_PUSHBACKS:
+            self.live.reset()  # pushed back: what was shown of it goes (its claims never were)
             self.run.pushbacks += 1
             self.transcript.append(Message(role="assistant", content=text))
             self.transcript.append(Message(role="notice", content=truth.pushback_notice(claims, self.run.pushbacks)))
@@ -656,6 +664,10 @@ class Engine:
             transcript=self._transcript_json() + [answer.to_dict()],
             step=step,
             now=timezone.now(),
+            # The rest of the answer shown as it was written; with claims remaining, a reset: the client shows a
+            # neutral reply, never the claim.
+            delta="" if claims else self.live.rest(text),
+            reset=bool(claims),
         )
         if not self._fenced(fence):
             self._finish_cancelled()

@@ -6,7 +6,7 @@ The transcript of a run is a list of `Message`s, stored as JSON on the run so a 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 Role = Literal["user", "assistant", "tool", "notice"]
 
@@ -75,6 +75,16 @@ class Usage:
     output_tokens: int = 0
 
 
+class TextSink(Protocol):
+    """What a provider tells as it reads a streamed answer. The text, in order, as it arrives (never tool calls: those
+    are assembled and come with the response); `restart()` when an attempt failed and another begins: the text
+    given so far is void, the next attempt's comes from its start."""
+
+    def text(self, delta: str) -> None: ...
+
+    def restart(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class ModelRequest:
     system: str
@@ -86,6 +96,8 @@ class ModelRequest:
     model: dict[str, Any]
     project_id: str
     run_id: str = ""
+    # Where the answer's text goes as the model writes it (a streamed answer): None, nobody listens.
+    sink: TextSink | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -248,8 +248,9 @@ class Message(models.Model):
 class RunEvent(models.Model):
     """What happened to a run, in order, for its event stream (`GET /v1/runs/{id}/events`): written with what it
     reports (the same statement or transaction), so a stream resumed with Last-Event-ID misses nothing and repeats
-    nothing. `id` orders the events of every run; `ref` is the step or tool call of a `run.step.created`, `status`
-    the run's status of a status event."""
+    nothing. `id` orders the events of every run; `ref` is the step or tool call of a `run.step.created`, `text`
+    the answer's piece of a `run.output.delta` (the answer as the model writes it, once the truthfulness guard has
+    passed it: runs/live_answer.py)."""
 
     class Type(models.TextChoices):
         QUEUED = "run.queued"
@@ -259,11 +260,16 @@ class RunEvent(models.Model):
         COMPLETED = "run.completed"
         FAILED = "run.failed"
         CANCELLED = "run.cancelled"
+        OUTPUT_DELTA = "run.output.delta"
+        OUTPUT_RESET = "run.output.reset"
 
     id = models.BigAutoField(primary_key=True)
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
     type = models.CharField(max_length=30, choices=Type.choices)
     ref = models.CharField(max_length=40, blank=True)
+    # A run.output.delta's piece of the answer. The default is the database's too: the engine's statements insert
+    # the other events without naming it.
+    text = models.TextField(blank=True, default="", db_default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -249,7 +249,11 @@ def after(run_id: str, last_id: int, *, full_steps: bool) -> list[Event]:
     calls = {call.pk: call for call in ToolCall.objects.filter(pk__in=refs)} if refs else {}
     events = []
     for row in rows:
-        if row.type == T.STEP_CREATED:
+        if row.type == T.OUTPUT_DELTA:
+            events.append(Event(row.id, row.type, {"run": run_id, "delta": row.text}))
+        elif row.type == T.OUTPUT_RESET:
+            events.append(Event(row.id, row.type, {"run": run_id}))
+        elif row.type == T.STEP_CREATED:
             if row.ref in steps:
                 data = MODEL_STEP.render(steps[row.ref])
             elif row.ref in calls:

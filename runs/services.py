@@ -543,6 +543,7 @@ def run_purge(*, run: Run) -> None:
         ):
             return
         ChatMessage.objects.filter(run_id=run.pk).delete()
+        RunEvent.objects.filter(run_id=run.pk, type=RunEvent.Type.OUTPUT_DELTA).update(text="")  # the answer's pieces
         ToolCall.objects.filter(run_id=run.pk).update(arguments=None, arguments_hash="", result=None, upstream=None)
         RunStep.objects.filter(run_id=run.pk).update(data={})
 

@@ -164,6 +164,7 @@ _RUN_COLUMNS = (
     "claims",
     "cancel_requested",
     "status",
+    "followed_until",  # the engine streams the answer to a follower (runs/live_answer.py)
 )
 _JSON_COLUMNS = {"config", "tool_set", "transcript", "usage"}
 
@@ -498,9 +499,14 @@ WITH done AS (
     SELECT %(message_id)s, project_id, session_id, id, %(role)s, %(text)s, %(claims)s::jsonb, %(now)s
     FROM done WHERE session_id IS NOT NULL
 ), events AS (
-    INSERT INTO runs_runevent (run_id, type, ref, created_at)
-    SELECT done.id, v.type, v.ref, now()
-    FROM done, (VALUES (0, %(step_event)s, %(step_id)s), (1, %(done_event)s, '')) AS v(n, type, ref) ORDER BY v.n
+    INSERT INTO runs_runevent (run_id, type, ref, text, created_at)
+    SELECT done.id, v.type, v.ref, v.text, now()
+    FROM done, (
+        VALUES (0, %(step_event)s, %(step_id)s, ''), (1, %(answer_event)s, '', %(answer_text)s),
+            (2, %(done_event)s, '', '')
+    ) AS v(n, type, ref, text)
+    WHERE v.type <> ''
+    ORDER BY v.n
 ), webhook AS ({outbox.insert_sql("done", id_param="webhook_event", type_param="done_event")})
 SELECT (SELECT count(*) FROM done), (SELECT id FROM webhook), (SELECT followed FROM done)
 """
@@ -515,8 +521,12 @@ def complete(
     transcript: list[dict[str, Any]],
     step: RunStep,
     now: datetime,
+    delta: str = "",
+    reset: bool = False,
 ) -> Fence:
-    """The run completed with its answer: the final step and, in a session, the assistant's message, in one write."""
+    """The run completed with its answer: the final step and, in a session, the assistant's message, in one write;
+    with the last `run.output.delta` of the answer shown as it was written (`delta`: what was not shown yet,
+    runs/live_answer.py), or a `run.output.reset` (`reset`: its claims remain, nothing of it may stay on screen)."""
     move = transitions.COMPLETE
     params = {
         "run": run.pk,
@@ -532,6 +542,8 @@ def complete(
         "claims": _json(output.get("unverified_claims") or []),
         "step_event": RunEvent.Type.STEP_CREATED,
         "done_event": RunEvent.Type.COMPLETED,
+        "answer_event": RunEvent.Type.OUTPUT_RESET if reset else RunEvent.Type.OUTPUT_DELTA if delta else "",
+        "answer_text": "" if reset else delta,
         "webhook_event": new_id("evt"),
         **_step_params(step),
     }

@@ -9,7 +9,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,10 +93,11 @@ class EgressClient:
         timeout_ms: int,
         secret_values: Sequence[str] = (),
         record: Recorder | None = None,
+        on_body: Callable[[bytes], None] | None = None,
     ) -> EgressResponse:
         """Make one call. Raises EgressError; records every attempt (with `record` instead of the client's recorder
-        when given: the run engine writes the attempt's row together with the call's result). `secret_values` are
-        masked in the logged path."""
+        when given). `secret_values` are masked in the logged path. `on_body(piece)`: the answer's body, decoded, as
+        it arrives (a streamed answer), within the same limits; the response still holds it whole."""
         recorder = record or self._recorder
         started = time.monotonic()
         host, port, path = "", None, ""
@@ -117,6 +118,7 @@ class EgressClient:
                 timeout_ms=timeout_ms,
                 started=started,
                 outcome=outcome,
+                on_body=on_body,
             )
         except EgressError as exc:
             # The full reason (addresses, ranges) is for the operator: here and in the egress log. Tenants are shown
@@ -208,6 +210,7 @@ class EgressClient:
         timeout_ms: int,
         started: float,
         outcome: dict[str, Any],
+        on_body: Callable[[bytes], None] | None = None,
     ) -> EgressResponse:
         if not isinstance(method, str) or method.upper() not in ALLOWED_METHODS:
             raise EgressError("invalid_request", "the method is not allowed")
@@ -243,12 +246,30 @@ class EgressClient:
                 raise EgressError("response_too_large", "the response is over 1 MiB", status=status)
             heads.append((fields, BoundedDecoder(fields.get("content-encoding", ""), MAX_RESPONSE_BYTES)))
 
+        decoded_pieces: list[bytes] = []
+
+        def on_raw(piece: bytes) -> None:
+            """A streamed answer: each piece decoded as it arrives (the decoder stops one inflating past the limit)."""
+            for decoded_piece in heads[-1][1].feed(piece):
+                decoded_pieces.append(decoded_piece)
+                if decoded_piece and on_body is not None:
+                    on_body(decoded_piece)
+
         try:
-            answer = transport.send(exchange, method, target, request_headers, body, on_head)
+            answer = transport.send(
+                exchange, method, target, request_headers, body, on_head, on_raw if on_body is not None else None
+            )
             outcome["address"] = exchange.peer
             outcome["bytes"] = len(answer.body)
             fields, decoder = heads[-1]
-            decoded = b"".join([*decoder.feed(answer.body), *decoder.flush()])
+            if on_body is None:
+                decoded = b"".join([*decoder.feed(answer.body), *decoder.flush()])
+            else:
+                for decoded_piece in decoder.flush():
+                    decoded_pieces.append(decoded_piece)
+                    if decoded_piece:
+                        on_body(decoded_piece)
+                decoded = b"".join(decoded_pieces)
         except EgressError as exc:
             outcome["bytes"] = outcome["bytes"] or exchange.received
             exc.status = exc.status or outcome["status"]

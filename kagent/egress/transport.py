@@ -191,8 +191,10 @@ class EgressTransport:
         headers: Sequence[tuple[str, str]],
         body: bytes | None,
         on_head: http1.Head,
+        on_body: http1.Body | None = None,
     ) -> http1.Answer:
-        """One exchange with `target`, its answer's body read whole (at most MAX_RESPONSE_BYTES as sent). Sets
+        """One exchange with `target`, its answer's body read whole (at most MAX_RESPONSE_BYTES as sent; given to
+        `on_body` as it arrives too, for a streamed answer). Sets
         `exchange.sent` and `exchange.peer` once a byte is about to be written. Raises EgressError only."""
         key = (target.host, target.port)
         endpoint = self._enter(key, target)
@@ -226,6 +228,7 @@ class EgressTransport:
                 connect=connect,
                 before_write=before_write,
                 on_head=on_head,
+                on_body=on_body,
             )
         except EgressError:
             raise

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from runs.llm import ModelError, ModelRequest, ModelResponse, ToolCallRequest, Usage
+from runs.providers.sse import SseReader
 from runs.providers.transport import (
     NOTICE_PREFIX,
     check_status,
@@ -80,6 +81,7 @@ def anthropic_request_body(request: ModelRequest, *, model_name: str) -> dict[st
         "model": model_name,
         "max_tokens": request.model.get("max_output_tokens") or ANTHROPIC_DEFAULT_MAX_TOKENS,
         "messages": turns,
+        "stream": True,  # the event stream: the answer's text reaches the customer as it is written
     }
     if request.system:
         body["system"] = request.system
@@ -120,6 +122,84 @@ def anthropic_parse_response(data: dict[str, Any], *, model_name: str) -> ModelR
     )
 
 
+class AnthropicStream:
+    """A Messages answer streamed (the event stream), read as it arrives: text deltas to the request's sink, tool
+    inputs assembled from their JSON pieces (never shown as text), the usage from message_start and message_delta."""
+
+    def __init__(self, request: ModelRequest) -> None:
+        self.request = request
+        self.reader = SseReader()
+        self.events = 0
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.usage: dict[str, int] = {"input_tokens": 0, "output_tokens": 0}
+        self.model = ""
+        self.stopped = False  # message_stop came
+        self.error = ""
+
+    def feed(self, piece: bytes) -> None:
+        for _, data in self.reader.feed(piece):
+            try:
+                event = json.loads(data)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and isinstance(event.get("type"), str):
+                self.events += 1
+                self._event(event)
+
+    def _event(self, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        if kind == "message_start":
+            message = json_object(event.get("message"))
+            self.model = str(message.get("model") or "")
+            self.usage["input_tokens"] = json_count(json_object(message.get("usage")).get("input_tokens"))
+        elif kind == "content_block_start":
+            opened = json_object(event.get("content_block"))
+            at = event.get("index")
+            if isinstance(at, int) and not isinstance(at, bool):
+                self.blocks[at] = {**opened, "pieces": []}
+        elif kind == "content_block_delta":
+            index = event.get("index")
+            found = self.blocks.get(index) if isinstance(index, int) else None
+            delta = json_object(event.get("delta"))
+            if found is None:
+                return
+            block = found
+            if delta.get("type") == "text_delta" and isinstance(delta.get("text"), str) and delta["text"]:
+                block["pieces"].append(delta["text"])
+                if self.request.sink is not None:
+                    self.request.sink.text(delta["text"])
+            elif delta.get("type") == "input_json_delta" and isinstance(delta.get("partial_json"), str):
+                block["pieces"].append(delta["partial_json"])
+        elif kind == "message_delta":
+            self.usage["output_tokens"] = json_count(json_object(event.get("usage")).get("output_tokens"))
+        elif kind == "message_stop":
+            self.stopped = True
+        elif kind == "error":
+            self.error = str(json_object(event.get("error")).get("message") or "error")[:200]
+
+    def response(self, *, model_name: str) -> ModelResponse:
+        if self.error:
+            raise ModelError(f"Anthropic failed while answering: {self.error}", retryable=True, status=200)
+        if not self.stopped:
+            raise ModelError("Anthropic's streamed answer ended early", retryable=True, status=200)
+        texts: list[str] = []
+        calls: list[ToolCallRequest] = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            joined = "".join(block["pieces"])
+            if block.get("type") == "text":
+                texts.append(joined)
+            elif block.get("type") == "tool_use" and isinstance(block.get("name"), str) and block.get("id"):
+                arguments = joined if joined.strip() else parse_arguments(block.get("input"))
+                calls.append(ToolCallRequest(id=str(block["id"]), name=block["name"], arguments=arguments))
+        return ModelResponse(
+            text="".join(texts),
+            tool_calls=tuple(calls),
+            usage=Usage(input_tokens=self.usage["input_tokens"], output_tokens=self.usage["output_tokens"]),
+            model_name=self.model or model_name,
+        )
+
+
 def anthropic_complete(request: ModelRequest) -> ModelResponse:
     """One attempt (no retries) against the Anthropic Messages API, through the hardened client."""
     model_name = request.model.get("name")
@@ -130,11 +210,19 @@ def anthropic_complete(request: ModelRequest) -> ModelResponse:
     url = f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
     key = tenant_secret(request, url)
     body = anthropic_request_body(request, model_name=model_name)
+    stream = AnthropicStream(request)
     answer = tenant_post(
         request,
         url,
         headers={"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION, "Content-Type": "application/json"},
         body=json.dumps(body, ensure_ascii=False).encode(),
         secrets=[key],
+        on_body=stream.feed,
     )
-    return anthropic_parse_response(check_status(answer, what="Anthropic", secrets=[key]), model_name=model_name)
+    if answer.status == 200 and stream.events:
+        return stream.response(model_name=model_name)
+    # A server that answered whole (it ignored `stream`, or an error): read as before; its text reaches the sink now.
+    response = anthropic_parse_response(check_status(answer, what="Anthropic", secrets=[key]), model_name=model_name)
+    if response.text and request.sink is not None:
+        request.sink.text(response.text)
+    return response

@@ -15,9 +15,11 @@ from typing import Any
 from django.conf import settings
 
 from runs.llm import ModelError, ModelRequest, ModelResponse, ToolCallRequest, Usage
+from runs.providers.sse import SseReader
 from runs.providers.transport import (
     NOTICE_PREFIX,
     OPERATOR,
+    HttpAnswer,
     check_status,
     json_count,
     json_object,
@@ -57,7 +59,13 @@ def openai_request_body(request: ModelRequest, *, model_name: str) -> dict[str, 
             messages.append(entry)
         elif message.role == "tool":
             messages.append({"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content})
-    body: dict[str, Any] = {"model": model_name, "messages": messages, "stream": False}
+    # Streamed, with the usage in the last chunk: the answer's text reaches the customer as it is written.
+    body: dict[str, Any] = {
+        "model": model_name,
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     if request.tools:
         # With tool_choice "none" the tools stay in the request: the transcript refers to them, and some servers
         # reject tool calls in the history when no tools are declared.
@@ -113,6 +121,123 @@ def openai_parse_response(request: ModelRequest, data: dict[str, Any], *, model_
     )
 
 
+class OpenAIStream:
+    """A Chat Completions answer streamed (`stream: true`), read as it arrives: its text given to the request's sink
+    chunk by chunk, its tool calls assembled by index (never shown as text), the usage from the last chunk."""
+
+    def __init__(self, request: ModelRequest) -> None:
+        self.request = request
+        self.reader = SseReader()
+        self.chunks = 0
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.usage: dict[str, Any] = {}
+        self.model = ""
+        self.finished = False  # a finish_reason or [DONE] came
+        self.error = ""
+
+    def feed(self, piece: bytes) -> None:
+        for _, data in self.reader.feed(piece):
+            if data.strip() == "[DONE]":
+                self.finished = True
+                continue
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                continue
+            if isinstance(chunk, dict):
+                self._chunk(chunk)
+
+    def _chunk(self, chunk: dict[str, Any]) -> None:
+        self.chunks += 1
+        error = chunk.get("error")
+        if error:
+            self.error = str(json_object(error).get("message") or error)[:200]
+            return
+        if isinstance(chunk.get("model"), str):
+            self.model = chunk["model"]
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return
+        if choices[0].get("finish_reason"):
+            self.finished = True
+        delta = json_object(choices[0].get("delta"))
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self.text.append(content)
+            if self.request.sink is not None:
+                self.request.sink.text(content)
+        raw_calls = delta.get("tool_calls")
+        for raw in raw_calls if isinstance(raw_calls, list) else []:
+            if not isinstance(raw, dict):
+                continue
+            index = raw.get("index")
+            if not isinstance(index, int) or isinstance(index, bool):
+                index = len(self.calls)
+            entry = self.calls.setdefault(index, {"id": "", "name": "", "arguments": []})
+            if isinstance(raw.get("id"), str) and raw["id"]:
+                entry["id"] = raw["id"]
+            function = json_object(raw.get("function"))
+            name = function.get("name")
+            # The name comes whole in the first delta (OpenAI); a server that streams it in pieces is joined, one
+            # that repeats it whole in every delta is not doubled.
+            if isinstance(name, str) and name and name != entry["name"]:
+                entry["name"] += name
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                entry["arguments"].append(arguments)
+            elif isinstance(arguments, dict):
+                entry["arguments"].append(json.dumps(arguments, ensure_ascii=False))
+
+    def response(self, *, model_name: str, what: str, operator: bool = False) -> ModelResponse:
+        if self.error:
+            # The operator's endpoint's words are operator detail: the server log has them, the tenant the fact.
+            shown = f"{what} failed while answering" + ("" if operator else f": {self.error}")
+            raise ModelError(shown, retryable=True, status=200, detail=f"{what} failed while answering: {self.error}")
+        if not self.finished:
+            raise ModelError(f"{what}'s streamed answer ended early", retryable=True, status=200)
+        calls: list[ToolCallRequest] = []
+        for index in sorted(self.calls):
+            entry = self.calls[index]
+            if not entry["name"]:
+                continue  # as in a whole answer: a call without a name can't be answered
+            arguments = parse_arguments("".join(entry["arguments"]))
+            call_id = entry["id"] or _fallback_call_id(self.request, index, entry["name"], arguments)
+            calls.append(ToolCallRequest(id=call_id, name=entry["name"], arguments=arguments))
+        return ModelResponse(
+            text="".join(self.text),
+            tool_calls=tuple(calls),
+            usage=Usage(
+                input_tokens=json_count(self.usage.get("prompt_tokens")),
+                output_tokens=json_count(self.usage.get("completion_tokens")),
+            ),
+            model_name=self.model or model_name,
+        )
+
+
+def _answer(
+    request: ModelRequest,
+    stream: OpenAIStream,
+    answer: HttpAnswer,
+    *,
+    model_name: str,
+    what: str,
+    secrets: list[str],
+    operator: bool = False,
+) -> ModelResponse:
+    """The streamed answer, or, from a server that answered whole (it ignored `stream: true`, or an error), the whole
+    answer read as before; its text then reaches the sink at once."""
+    if answer.status == 200 and stream.chunks:
+        return stream.response(model_name=model_name, what=what, operator=operator)
+    data = check_status(answer, what=what, secrets=secrets, operator=operator)
+    response = openai_parse_response(request, data, model_name=model_name)
+    if response.text and request.sink is not None:
+        request.sink.text(response.text)
+    return response
+
+
 def openai_compatible_complete(request: ModelRequest) -> ModelResponse:
     """One attempt (no retries) against an OpenAI-compatible Chat Completions endpoint."""
     base_url = request.model.get("base_url")
@@ -123,16 +248,16 @@ def openai_compatible_complete(request: ModelRequest) -> ModelResponse:
         url = f"{str(base_url).rstrip('/')}/chat/completions"
         key = tenant_secret(request, url)
         body = openai_request_body(request, model_name=configured_name)
+        stream = OpenAIStream(request)
         answer = tenant_post(
             request,
             url,
             headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
             body=json.dumps(body, ensure_ascii=False).encode(),
             secrets=[key],
+            on_body=stream.feed,
         )
-        return openai_parse_response(
-            request, check_status(answer, what="the model endpoint", secrets=[key]), model_name=configured_name
-        )
+        return _answer(request, stream, answer, model_name=configured_name, what="the model endpoint", secrets=[key])
 
     operator_url = str(getattr(settings, "KAGENT_LLM_BASE_URL", "") or "")
     if not operator_url:
@@ -151,11 +276,14 @@ def openai_compatible_complete(request: ModelRequest) -> ModelResponse:
     if operator_key:
         headers["Authorization"] = f"Bearer {operator_key}"
     body = openai_request_body(request, model_name=model_name)
+    stream = OpenAIStream(request)
     answer = operator_post(
         f"{operator_url.rstrip('/')}/chat/completions",
         headers=headers,
         body=json.dumps(body, ensure_ascii=False).encode(),
         secrets=[operator_key],
+        on_body=stream.feed,
     )
-    data = check_status(answer, what=OPERATOR, secrets=[operator_key], operator=True)
-    return openai_parse_response(request, data, model_name=model_name)
+    return _answer(
+        request, stream, answer, model_name=model_name, what=OPERATOR, secrets=[operator_key], operator=True
+    )

@@ -47,6 +47,8 @@ def with_retries(call: Callable[[ModelRequest], ModelResponse], request: ModelRe
     ModelError; after the last attempt, or at once for anything else, ModelError(retryable=False)."""
     provider = request.model.get("provider")
     for attempt in range(1, MAX_ATTEMPTS + 1):
+        if attempt > 1 and request.sink is not None:
+            request.sink.restart()  # what the failed attempt streamed is void
         try:
             return call(request)
         except ModelError as exc:

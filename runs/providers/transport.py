@@ -14,7 +14,7 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -164,9 +164,16 @@ def _operator_headers(headers: dict[str, str]) -> list[tuple[str, str]]:
     return list(merged.items())
 
 
-def operator_post(url: str, *, headers: dict[str, str], body: bytes, secrets: Sequence[str]) -> HttpAnswer:
+def operator_post(
+    url: str,
+    *,
+    headers: dict[str, str],
+    body: bytes,
+    secrets: Sequence[str],
+    on_body: Callable[[bytes], None] | None = None,
+) -> HttpAnswer:
     """POST to the operator's endpoint with a total deadline (connect, send and every read end by it). A redirect
-    is not followed: it comes back as the answer's status."""
+    is not followed: it comes back as the answer's status. `on_body`: the answer's body as it arrives."""
     total = float(getattr(settings, "KAGENT_LLM_TIMEOUT_S", None) or OPERATOR_TOTAL_TIMEOUT_S)
     deadline = time.monotonic() + total
     target, sent = _operator_url(url), _operator_headers(headers)
@@ -178,6 +185,7 @@ def operator_post(url: str, *, headers: dict[str, str], body: bytes, secrets: Se
             connect_timeout=OPERATOR_CONNECT_TIMEOUT_S,
             deadline=deadline,
             max_body=MAX_ANSWER_BYTES,
+            on_body=on_body,
         )
     except http1.TooLarge:
         raise ModelError(f"{OPERATOR}'s answer is too large", retryable=False) from None
@@ -244,7 +252,13 @@ def _signature(request: ModelRequest, body: bytes) -> dict[str, str]:
 
 
 def tenant_post(
-    request: ModelRequest, url: str, *, headers: dict[str, str], body: bytes, secrets: Sequence[str]
+    request: ModelRequest,
+    url: str,
+    *,
+    headers: dict[str, str],
+    body: bytes,
+    secrets: Sequence[str],
+    on_body: Callable[[bytes], None] | None = None,
 ) -> HttpAnswer:
     """The adapter to the hardened client: the only way a tenant model URL is reached. Like every call to a tenant
     URL it is signed with the project's tool signing secret (SPEC §6, "Signing")."""
@@ -261,6 +275,7 @@ def tenant_post(
             body=body,
             timeout_ms=TENANT_TIMEOUT_MS,
             secret_values=list(secrets),
+            on_body=on_body,
         )
     except EgressError as exc:
         # The tenant reads a code it can act on; what the name resolved to and why it was refused (a map of our

@@ -154,7 +154,14 @@ def test_create_and_wait_returns_the_settled_run(client_for, start_worker, fake_
     assert len([r for r in client.runs.iterate(agent=hello) if r.input == "again?"]) == 1
 
 
-EXPECTED = ["run.queued", "run.in_progress", "run.step.created", "run.step.created", "run.completed"]
+EXPECTED = [
+    "run.queued",
+    "run.in_progress",
+    "run.step.created",
+    "run.step.created",
+    "run.output.delta",
+    "run.completed",
+]
 
 
 def test_stream_gives_the_events_in_order_and_resumes(client_for, start_worker, fake_llm):
@@ -176,7 +183,14 @@ def test_stream_gives_the_events_in_order_and_resumes(client_for, start_worker, 
     [call] = run.required_action.tool_calls
     client.runs.submit_tool_outputs(run.id, tool_outputs=[{"call_id": call.call_id, "output": {"items": 2}}])
     rest = list(client.runs.stream(run.id, last_event_id=events[-1].id))
-    after_pause = ["run.step.created", "run.queued", "run.in_progress", "run.step.created", "run.completed"]
+    after_pause = [
+        "run.step.created",
+        "run.queued",
+        "run.in_progress",
+        "run.step.created",
+        "run.output.delta",
+        "run.completed",
+    ]
     assert [e.event for e in rest] == after_pause
     assert rest[-1].data.output.text == "Two items."
 

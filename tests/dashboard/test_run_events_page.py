@@ -43,6 +43,7 @@ def test_a_member_follows_a_runs_events(alice, fake_llm):
         "run.step.created",
         "run.step.created",
         "run.step.created",
+        "run.output.delta",
         "run.completed",
     ]
     assert got[3]["data"]["tool_call"]["arguments"]["summary"] == "Parcel arrived damaged"  # all of it, as for sk

@@ -53,12 +53,16 @@ def test_a_completed_run_tells_its_story_in_order(h):
         "run.step.created",  # the model asked for the handoff
         "run.step.created",  # the handoff, done
         "run.step.created",  # the model's answer
+        "run.output.delta",  # its text, checked (nobody followed while it was written: in one piece)
         "run.completed",
     ]
+    delta = next(e for e in got if e["event"] == "run.output.delta")
+    assert delta["data"] == {"run": run["id"], "delta": "A person from our team will continue here."}
+    assert delta["data"]["delta"] == got[-1]["data"]["output"]["text"]
     ids = [e["id"] for e in got]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     for event in got:
-        if event["event"] != "run.step.created":
+        if event["event"] not in ("run.step.created", "run.output.delta"):
             assert event["data"]["object"] == "run" and event["data"]["id"] == run["id"]
             assert event["data"]["status"] == event["event"].removeprefix("run.")
     assert got[-1]["data"]["output"]["text"] == "A person from our team will continue here."
@@ -100,6 +104,7 @@ def test_a_paused_run_ends_its_stream_and_the_next_one_picks_up_after_the_answer
         "run.queued",  # answered, back in the queue
         "run.in_progress",
         "run.step.created",  # the model's answer
+        "run.output.delta",
         "run.completed",
     ]
     assert rest[0]["data"]["tool_call"]["call_id"] == call["call_id"]
@@ -256,7 +261,7 @@ def test_a_private_runs_content_goes_once_its_stream_delivered_the_end(h):
 def test_events_go_with_their_run(h):
     agent = h.agent("ev-gone", [text("x")])
     run = h.run(agent)
-    assert RunEvent.objects.filter(run_id=run["id"]).count() == 4
+    assert RunEvent.objects.filter(run_id=run["id"]).count() == 5  # queued, in progress, step, delta, completed
     Run.objects.filter(pk=run["id"]).delete()
     assert not RunEvent.objects.filter(run_id=run["id"]).exists()
 

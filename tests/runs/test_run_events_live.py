@@ -126,6 +126,7 @@ def test_stream_true_through_uvicorn_shows_the_run_as_it_happens(asgi_server, st
         "run.step.created",
         "run.step.created",
         "run.step.created",
+        "run.output.delta",
         "run.completed",
     ]
     assert got[-1]["data"]["output"]["text"] == "Someone from our team will take over."
@@ -172,6 +173,7 @@ def test_a_browser_follows_a_paused_run_through_the_wsgi_server(live_server, sta
         "run.queued",
         "run.in_progress",
         "run.step.created",
+        "run.output.delta",
         "run.completed",
     ]
     assert rest[-1]["data"]["output"]["text"] == "Two items in your cart."
