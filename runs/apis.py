@@ -443,12 +443,17 @@ class EventStreamRenderer(renderers.BaseRenderer):
 
 
 EVENTS_DESCRIPTION = (
-    "Server-Sent Events: `event:` run.queued, run.in_progress, run.step.created, run.requires_action, run.completed, "
-    "run.failed, run.cancelled; `data:` the run as the API renders it (or the step, as the steps API does — a "
-    "publishable key sees what happened, not the business's data, and in `tool_call.receipt` the handoff or the ticket "
-    "number a built-in tool really made); `id:` resume after it with Last-Event-ID. The "
-    "stream ends after a terminal event or run.requires_action; a comment every 15 s keeps it open. Resuming after "
-    "the last event of a run that ended answers 204 (an EventSource stops reconnecting)."
+    "Server-Sent Events: `event:` run.queued, run.in_progress, run.step.created, run.output.delta, run.output.reset, "
+    "run.requires_action, run.completed, run.failed, run.cancelled; `data:` the run as the API renders it (or the "
+    "step, as the steps API does — a publishable key sees what happened, not the business's data, and in "
+    "`tool_call.receipt` the handoff or the ticket number a built-in tool really made). run.output.delta is "
+    '`{"run": "run_…", "delta": "…"}`: the answer\'s text as the model writes it, a sentence at a time, released only '
+    "once the truthfulness guard passed it; run.output.reset (`{\"run\"}`) discards what was shown (the text was "
+    "not the answer: a tool round, a push-back). When the run completes with no `unverified_claims`, the deltas after "
+    "the last reset join into `output.text`; when claims remain, the stream ends on a reset: show a neutral reply, "
+    "never the claim. `id:` resume after it with Last-Event-ID. The stream ends after a terminal event or "
+    "run.requires_action; a comment every 15 s keeps it open. Resuming after the last event of a run that ended "
+    "answers 204 (an EventSource stops reconnecting)."
 )
 
 

@@ -284,6 +284,4 @@ def openai_compatible_complete(request: ModelRequest) -> ModelResponse:
         secrets=[operator_key],
         on_body=stream.feed,
     )
-    return _answer(
-        request, stream, answer, model_name=model_name, what=OPERATOR, secrets=[operator_key], operator=True
-    )
+    return _answer(request, stream, answer, model_name=model_name, what=OPERATOR, secrets=[operator_key], operator=True)

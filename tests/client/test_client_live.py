@@ -10,7 +10,7 @@ from typing import Any
 
 import jwt
 import pytest
-from kagent_client import ApiError, AsyncClient, Client
+from kagent_client import Answer, ApiError, AsyncClient, Client
 
 from fakes.llm import Fault, calls, text
 from runs import streams
@@ -354,3 +354,24 @@ def test_streams_from_the_asgi_events_server(asgi_server, start_worker, fake_llm
         rest = list(client.runs.stream(run.id, last_event_id=events[-1].id))
     assert [e.event for e in rest][-1] == "run.completed" and rest[-1].data.output.text == "Two items."
     assert [int(e.id) for e in events + rest] == sorted({int(e.id) for e in events + rest})
+
+
+def test_the_answer_is_read_as_it_is_written(client_for, start_worker, fake_llm):
+    # "stream": true follows the run from its creation: each sentence arrives checked, before the run completes, and
+    # `Answer` (what `runs.stream_text` yields) holds the text to show at each moment.
+    alice = make_tenant("alice")
+    client = client_for(alice.secret_key)
+    written = "Hello there. Your cart has two items. Anything else?"
+    fake_llm.script("written", [text(written)])
+    agent = published_agent(client, "written")
+    start_worker(fake_llm.worker_env())
+    events = list(client.runs.create_and_stream(agent=agent, input="what's in my cart?"))
+    answer, shown = Answer(), []
+    for event in events:
+        if answer.add(event):
+            shown.append(answer.text)
+    assert shown[0] == "Hello there." and shown[-1] == written and answer.done
+    assert [e.event for e in events].count("run.output.delta") >= 2
+    run_id = events[0].data.id
+    assert list(client.runs.stream_text(run_id))[-1] == written  # read again after the end: the whole answer
+

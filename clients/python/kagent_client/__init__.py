@@ -10,11 +10,12 @@ print(run.status, run.output.text)
 from kagent_client._client import DEFAULT_BASE_URL, AsyncClient, Client, __version__
 from kagent_client._errors import ApiConnectionError, ApiError
 from kagent_client._http import NOT_GIVEN, RetryPolicy
-from kagent_client._objects import Event, KObject, Page
+from kagent_client._objects import Answer, Event, KObject, Page
 from kagent_client._runs import CLOSING_EVENTS, SETTLED, TERMINAL, RunTimeout
 from kagent_client._sse import SSEDecoder
 
 __all__ = [
+    "Answer",
     "CLOSING_EVENTS",
     "DEFAULT_BASE_URL",
     "NOT_GIVEN",

@@ -113,3 +113,38 @@ class Event:
         except ValueError:
             data = raw_data
         return cls(event=event, id=id, data=data, raw_data=raw_data)
+
+
+class Answer:
+    """A run's answer as it is written, from its events (`runs.stream()`): give it each event (`add`), show
+    `text`. It grows with each `run.output.delta` (whole sentences the truthfulness guard passed), starts over on
+    `run.output.reset` (what was shown was not the answer), and once the run completed it is the run's
+    `output.text` — or, when the run's claims could not be matched to a tool result (`unverified_claims`), empty:
+    show a neutral reply then, never the model's words."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.done = False  # the run completed (or ended otherwise)
+        self.unverified_claims: list[str] = []
+
+    def add(self, event: Event) -> bool:
+        """Takes one event; whether `text` changed."""
+        before = self.text
+        data = event.data
+        if event.event == "run.output.delta" and isinstance(data, KObject):
+            self.text += str(data.get("delta") or "")
+        elif event.event == "run.output.reset":
+            self.text = ""
+        elif event.event == "run.completed" and isinstance(data, KObject):
+            self.done = True
+            output = data.get("output")
+            claims = list(output.get("unverified_claims") or []) if isinstance(output, KObject) else []
+            self.unverified_claims = [str(claim) for claim in claims]
+            if self.unverified_claims:
+                self.text = ""
+            elif isinstance(output, KObject) and isinstance(output.get("text"), str):
+                self.text = output.get("text")
+        elif event.event in ("run.failed", "run.cancelled"):
+            self.done, self.text = True, ""
+        return self.text != before
+

@@ -15,7 +15,7 @@ import httpx
 
 from kagent_client._errors import ApiError
 from kagent_client._http import NOT_GIVEN, AsyncRequester, Request, SyncRequester, connection_error
-from kagent_client._objects import Event, KObject, Page
+from kagent_client._objects import Answer, Event, KObject, Page
 from kagent_client._resources import END_USER_TOKEN_HEADER, Runs
 from kagent_client._sse import SSEDecoder
 
@@ -196,6 +196,16 @@ class SyncRuns(Runs[KObject, Page, Iterator[KObject]]):
         follow = _Follow(None if last_event_id is None else str(last_event_id))
         yield from self._follow(run_id, follow, end_user_token)
 
+    def stream_text(
+        self, run_id: str, *, last_event_id: str | int | None = None, end_user_token: str | None = None
+    ) -> Iterator[str]:
+        """The run's answer as it is written: its text each time it changes (`kagent_client.Answer`), ending with the
+        run's `output.text` — or "" when its claims could not be checked: show a neutral reply then."""
+        answer = Answer()
+        for event in self.stream(run_id, last_event_id=last_event_id, end_user_token=end_user_token):
+            if answer.add(event) or (answer.done and not answer.text):
+                yield answer.text
+
     def create_and_stream(self, **fields: Any) -> Iterator[Event]:
         """Start a run (`"stream": true`) and yield its events as `stream()` does."""
         follow = _Follow(None)
@@ -322,6 +332,14 @@ class AsyncRuns(Runs[Awaitable[KObject], Awaitable[Page], AsyncIterator[KObject]
         follow = _Follow(None if last_event_id is None else str(last_event_id))
         async for event in self._follow(run_id, follow, end_user_token):
             yield event
+
+    async def stream_text(
+        self, run_id: str, *, last_event_id: str | int | None = None, end_user_token: str | None = None
+    ) -> AsyncIterator[str]:
+        answer = Answer()
+        async for event in self.stream(run_id, last_event_id=last_event_id, end_user_token=end_user_token):
+            if answer.add(event) or (answer.done and not answer.text):
+                yield answer.text
 
     async def create_and_stream(self, **fields: Any) -> AsyncIterator[Event]:
         follow = _Follow(None)
