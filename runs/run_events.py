@@ -76,6 +76,16 @@ def followed_from(run: Run) -> int:
     return latest
 
 
+def written_so_far(run_id: str) -> str:
+    """The answer shown so far while a run works: its `run.output.delta`s after the last reset, joined (a page that
+    shows the run now and follows its events from here on)."""
+    shown = ""
+    pieces = RunEvent.objects.filter(run_id=run_id, type__in=(T.OUTPUT_DELTA, T.OUTPUT_RESET)).order_by("id")
+    for kind, text in pieces.values_list("type", "text"):
+        shown = "" if kind == T.OUTPUT_RESET else shown + text
+    return shown
+
+
 def record(run_id: str, event_type: str, *, ref: str = "") -> None:
     """One event, in the caller's transaction, and the run's streams woken after it commits."""
     RunEvent.objects.create(run_id=run_id, type=event_type, ref=ref)

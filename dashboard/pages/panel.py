@@ -68,6 +68,7 @@ class Turn:
     problems: Problems = field(default_factory=Problems)
     outputs: dict[str, str] = field(default_factory=dict)
     last_event: int = 0  # the turn follows the run's events after this one while it is active
+    written: str = ""  # the answer shown so far as it is written (run.output.delta after the last reset)
 
     @property
     def active(self) -> bool:
@@ -84,7 +85,8 @@ class Turn:
 def _turn(run: Run, **extra: Any) -> Turn:
     services.run_expire_if_due(run=run)
     last_event = run_events.followed_from(run)
-    return Turn(run=run, steps=step_views(run), last_event=last_event, **extra)
+    written = run_events.written_so_far(run.pk) if last_event else ""
+    return Turn(run=run, steps=step_views(run), last_event=last_event, written=written, **extra)
 
 
 def _session(request: MemberRequest, state: dict[str, Any]) -> Session | None:

@@ -80,6 +80,7 @@ def _run_context(request: MemberRequest, run: Run) -> dict[str, Any]:
         "active": run.status in Run.ACTIVE,
         "hidden_content": not run.store and run.purged_at is None,
         "last_event": last_event,
+        "written": run_events.written_so_far(run.pk) if last_event and run.store else "",
     }
 
 

@@ -407,7 +407,26 @@
       });
   };
 
+  // The answer as it is written: whole sentences the truthfulness guard passed (run.output.delta), taken back when
+  // they turn out not to be the answer (run.output.reset). Set with textContent, as every text here.
+  Widget.prototype.writing = function (delta) {
+    if (!this.live) {
+      this.live = this.say("assistant", "");
+      this.live.classList.add("writing");
+    }
+    var text = this.live.querySelector("p");
+    text.textContent += delta;
+    this.log.scrollTop = this.log.scrollHeight;
+  };
+
+  Widget.prototype.takeBack = function () {
+    if (this.live) this.live.remove();
+    this.live = null;
+  };
+
   Widget.prototype.onEvent = function (type, data) {
+    if (type === "run.output.delta" && typeof data.delta === "string") return this.writing(data.delta);
+    if (type === "run.output.reset") return this.takeBack();
     if (type !== "run.step.created" || !data.tool_call) return;
     var receipt = data.tool_call.receipt;
     if (!receipt) return;
@@ -427,9 +446,17 @@
       // An answer the truthfulness guard couldn't match to a tool result (a ticket, a handoff no tool made) is not
       // shown to the customer: a neutral reply stands in for it.
       var unverified = output.unverified_claims && output.unverified_claims.length;
-      this.say("assistant", unverified ? UNCONFIRMED : output.text || "");
+      var answer = unverified ? UNCONFIRMED : output.text || "";
+      if (this.live) { // shown as it was written: the run's own text is the last word
+        this.live.querySelector("p").textContent = answer;
+        this.live.classList.remove("writing");
+        this.live = null;
+      } else {
+        this.say("assistant", answer);
+      }
       return null;
     }
+    this.takeBack();
     if (closing.type === "run.cancelled") {
       this.notice("info", "This reply was stopped.");
       return null;

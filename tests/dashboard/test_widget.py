@@ -445,3 +445,33 @@ def test_an_answer_claiming_a_ticket_no_tool_made_never_reaches_the_customer(
         assert page.js_errors == []
     finally:
         page.context.close()
+
+
+def test_the_customer_reads_the_answer_as_it_is_written(
+    alice, live_server, browser, shop, start_worker, fake_llm, monkeypatch
+):
+    # A model writing a word every 150 ms: the first sentence is on the customer's screen, checked, while the model
+    # is still writing the rest, and the reply ends as the run's own text, in one message.
+    answer = (
+        "Thanks for waiting. Your boots ship on Monday from our warehouse in Leeds. They should arrive by Thursday."
+    )
+    fake_llm.script("widget-writing", [text(answer)])
+    monkeypatch.setattr(fake_llm, "chunk_delay_s", 0.15)
+    agent = publish_agent(alice, fake_llm, "widget-writing")
+    allow(alice, shop.origin)
+    start_worker(fake_llm.worker_env())
+    page = new_page(browser, live_server, **DESKTOP)
+    try:
+        page.goto(widget_page(alice, live_server, shop, agent))
+        page.get_by_role("button", name="Chat with us").click()
+        send(page, "Where are my boots?")
+        log = page.get_by_role("log", name="Conversation")
+        expect(log.locator(".message.assistant.writing")).to_contain_text("Thanks for waiting.", timeout=LIVE)
+        assert Run.objects.get(project=alice.project).status != Run.Status.COMPLETED  # the model is still writing
+        assert "Leeds" not in log.inner_text() or "Thursday" not in log.inner_text()
+        expect(log.locator(".message.assistant")).to_have_text(f"Assistant said:{answer}", timeout=LIVE)
+        expect(log.locator(".message.assistant.writing")).to_have_count(0)
+        assert Run.objects.get(project=alice.project).output["text"] == answer
+        assert page.js_errors == []
+    finally:
+        page.context.close()

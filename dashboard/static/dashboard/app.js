@@ -128,6 +128,23 @@
       if (following[id] === source) delete following[id];
     }
     PASSING.forEach(function (type) { source.addEventListener(type, soon); });
+    // The answer as it is written: appended where the fragment shows it, without fetching the fragment again. A
+    // delta the fragment was rendered with already (its data-written-until) is not appended twice.
+    function writing(event, reset) {
+      var current = document.getElementById(id);
+      var box = current && current.querySelector("[data-writing]");
+      if (!box) return;
+      if (Number(event.lastEventId) <= Number(box.getAttribute("data-written-until") || 0)) return;
+      var text = box.querySelector("[data-writing-text]");
+      var data = {};
+      try { data = JSON.parse(event.data); } catch (e) { return; }
+      text.textContent = reset ? "" : text.textContent + (data.delta || "");
+      box.hidden = !text.textContent;
+      var pending = current.querySelector(".pending");
+      if (pending) pending.hidden = !box.hidden;
+    }
+    source.addEventListener("run.output.delta", function (event) { writing(event, false); });
+    source.addEventListener("run.output.reset", function (event) { writing(event, true); });
     CLOSING.forEach(function (type) {
       source.addEventListener(type, function () { done(); soon(); });
     });
