@@ -60,6 +60,7 @@ class Stack:
         web_threads: int = 8,
         beat: bool = False,
         settings: dict[str, str] | None = None,
+        llm_base: str | None = None,
     ) -> None:
         self.database_url, self.redis_url = database_url, redis_url
         self.tmp, self.log_dir = tmp, log_dir
@@ -68,6 +69,7 @@ class Stack:
         self.web_processes, self.web_threads = web_processes, web_threads
         self.beat = beat
         self.settings = dict(settings or {})
+        self.llm_base = llm_base  # a model of the caller's (e.g. a FakeLLM in its process) instead of fakes.llm's
         self.processes = Processes()
         self.queue = f"bench-{uuid.uuid4().hex[:10]}"
         self.workers: dict[int, subprocess.Popen[Any]] = {}
@@ -96,12 +98,15 @@ class Stack:
         )
         self.upstream_host, upstream_port = _ready_line(up, "the TLS upstream")[1:3]
         self.upstream_origin = f"https://tools.test:{upstream_port}"
-        scripts = self.tmp / "scripts.json"
-        scripts.write_text(json.dumps(self.scripts))
-        llm = self.processes.start(
-            [sys.executable, "-m", "fakes.llm", "--port", "0", "--scripts", str(scripts)], env=env
-        )
-        llm_base = _ready_line(llm, "the fake model")[1]
+        if self.llm_base is None:
+            scripts = self.tmp / "scripts.json"
+            scripts.write_text(json.dumps(self.scripts))
+            llm = self.processes.start(
+                [sys.executable, "-m", "fakes.llm", "--port", "0", "--scripts", str(scripts)], env=env
+            )
+            llm_base = _ready_line(llm, "the fake model")[1]
+        else:
+            llm_base = self.llm_base
         self.env = {
             **os.environ,
             "DEBUG": "false",

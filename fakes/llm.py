@@ -280,6 +280,8 @@ class _Handler(BaseHTTPRequestHandler):
                     time.sleep(self.server.fake.chunk_delay_s)
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(event.data), event.data))
                 self.wfile.flush()
+                if self.server.fake.stream_log is not None:
+                    self.server.fake.stream_log.append((time.time(), event.data))
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
@@ -309,6 +311,8 @@ class FakeLLM:
         self.record = record
         self.latency_s = latency_s
         self.chunk_delay_s = chunk_delay_s  # between a streamed answer's text events
+        # When a list: (time.time(), the event) of every streamed event as it was written (bench/stream_latency.py).
+        self.stream_log: list[tuple[float, bytes]] | None = None
         self._scripts: dict[str, tuple[Turn, ...]] = {}
         self._attempts: dict[tuple[str, int], int] = {}
         self._requests: list[RecordedRequest] = []
