@@ -448,7 +448,7 @@ EVENTS_DESCRIPTION = (
     "step, as the steps API does — a publishable key sees what happened, not the business's data, and in "
     "`tool_call.receipt` the handoff or the ticket number a built-in tool really made). run.output.delta is "
     '`{"run": "run_…", "delta": "…"}`: the answer\'s text as the model writes it, a sentence at a time, released only '
-    "once the truthfulness guard passed it; run.output.reset (`{\"run\"}`) discards what was shown (the text was "
+    'once the truthfulness guard passed it; run.output.reset (`{"run"}`) discards what was shown (the text was '
     "not the answer: a tool round, a push-back). When the run completes with no `unverified_claims`, the deltas after "
     "the last reset join into `output.text`; when claims remain, the stream ends on a reset: show a neutral reply, "
     "never the claim. `id:` resume after it with Last-Event-ID. The stream ends after a terminal event or "

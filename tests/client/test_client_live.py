@@ -374,4 +374,3 @@ def test_the_answer_is_read_as_it_is_written(client_for, start_worker, fake_llm)
     assert [e.event for e in events].count("run.output.delta") >= 2
     run_id = events[0].data.id
     assert list(client.runs.stream_text(run_id))[-1] == written  # read again after the end: the whole answer
-

@@ -147,4 +147,3 @@ class Answer:
         elif event.event in ("run.failed", "run.cancelled"):
             self.done, self.text = True, ""
         return self.text != before
-
