@@ -21,6 +21,8 @@ EVENT_TYPES: tuple[str, ...] = (
     "ticket.created",
     "ticket.updated",
     "conversation.flagged",
+    "session.message.created",
+    "session.updated",
 )
 
 

@@ -7,10 +7,10 @@ INSERT in their CTEs (`insert_sql`), guarded there by the same question, so they
 transaction commits, `hooks.dispatch` makes the event's deliveries; the sweep dispatches what a crash left behind.
 Test-panel (sandbox) runs and test objects are never recorded.
 
-Who renders `data`: the desk's objects are rendered by the caller when recorded; so is a run's `run.requires_action`
-(what the app is asked is gone from the run once it answers); a run's terminal events are rendered when dispatched
-(the run as it is then, which is as it ended, with the status of the event) by the renderer its app registers
-(`register_renderer`), since this app sits below the apps whose objects it sends.
+Who renders `data`: the caller, when the event is recorded, so a webhook carries the object as it was when the event
+happened (the engine's statements take it as a parameter, rendered before the statement). A row without data (an
+event recorded by code from before that, or whose data could not be rendered) is rendered when dispatched, by the
+renderer its app registers (`register_renderer`), since this app sits below the apps whose objects it sends.
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ def insert_sql(source: str, *, id_param: str, type_param: str, data_param: str |
     # Built from the engine's own names (the CTE, the parameters' names): every value is a bound parameter.
     return (
         "INSERT INTO hooks_webhookevent (id, project_id, type, object_id, data, created_at) "  # noqa: S608
-        f"SELECT %({id_param})s, {source}.project_id, %({type_param})s, {source}.id, {data}, now() FROM {source} "
-        f"WHERE NOT {source}.sandbox AND EXISTS (SELECT 1 FROM hooks_webhookendpoint AS endpoint "
+        f"SELECT %({id_param})s, {source}.project_id, %({type_param})s::text, {source}.id, {data}, now() "
+        f"FROM {source} WHERE NOT {source}.sandbox AND EXISTS (SELECT 1 FROM hooks_webhookendpoint AS endpoint "
         f"WHERE endpoint.project_id = {source}.project_id AND endpoint.enabled "
-        f"AND endpoint.event_types ? %({type_param})s) RETURNING id"
+        f"AND endpoint.event_types ? %({type_param})s::text) RETURNING id"
     )
 
 

@@ -49,9 +49,12 @@ def Const(value: str) -> Field:  # noqa: N802 - reads as a type in a field table
     return Field({"const": value}, lambda _obj: value)
 
 
-def Timestamp(attribute: str, *, nullable: bool = False) -> Field:  # noqa: N802
+def Timestamp(attribute: str, *, nullable: bool = False, description: str = "") -> Field:  # noqa: N802
     read = attrgetter(attribute)
-    schema = {"type": ["integer", "null"] if nullable else "integer", "description": "Unix seconds"}
+    schema = {
+        "type": ["integer", "null"] if nullable else "integer",
+        "description": f"Unix seconds: {description}" if description else "Unix seconds",
+    }
     return Field(schema, lambda obj: unix(read(obj)))
 
 

@@ -83,6 +83,17 @@ def run_start(key: ApiKey) -> None:
         raise RateLimited(f"This key started more than {limit} runs this minute; try again in {wait} s.", wait)
 
 
+def customer_message(key: ApiKey) -> None:
+    """A customer's messages written through a publishable key (to the team, during a live handoff): limited like
+    the runs it may start, on their own count."""
+    if key.is_secret:
+        return
+    limit = key.project.run_rate_publishable or settings.KAGENT_RUN_RATE_PUBLISHABLE
+    wait = count(f"messages:{key.pk}", limit=limit, window_s=MINUTE)
+    if wait is not None:
+        raise RateLimited(f"This key wrote more than {limit} messages this minute; try again in {wait} s.", wait)
+
+
 def dashboard_action(project_id: str, user_id: int) -> None:
     """What one member may do a minute in a project's dashboard that reaches outside or spends on the model: test
     panel messages, tool test calls, knowledge fetches, webhook redeliveries (the API's are held by its keys' limits;

@@ -19,6 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.mediatypes import media_type_matches
 
+from desk import services as desk_services
 from kagent import throttle
 from kagent.api import (
     ProjectApi,
@@ -29,7 +30,7 @@ from kagent.api import (
     param_time,
 )
 from kagent.clients import client_address
-from kagent.errors import OUTAGES, Unprocessable
+from kagent.errors import OUTAGES, ApiError, Unprocessable
 from kagent.inputs import Input
 from kagent.models import ApiKey
 from kagent.openapi import empty_is_unset, list_of
@@ -94,6 +95,18 @@ def _end_user(value: dict[str, Any] | None) -> EndUserClaim | None:
     return EndUserClaim(external_id=value["external_id"], traits=value.get("traits"))
 
 
+class EventStreamRenderer(renderers.BaseRenderer):
+    """Lets a client ask for `text/event-stream`; the stream itself is a StreamingHttpResponse, and an error before
+    it starts is the usual error JSON."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 # --- sessions -----------------------------------------------------------------------------------------------------
 
 
@@ -138,6 +151,33 @@ class SessionCreateApi(ProjectApi):
         return Response(SESSION.render(session), status=status.HTTP_201_CREATED)
 
 
+def _secret_only(key: ApiKey, what: str) -> None:
+    if not key.is_secret:
+        raise ApiError("publishable_key_not_allowed", f"{what} with a secret key, on your server.", status=403)
+
+
+@dataclass(frozen=True)
+class SessionUpdate:
+    status: str
+
+
+SESSION_UPDATE = Input(
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["status"],
+        "properties": {
+            "status": {
+                "enum": ["open", "closed"],
+                "description": "open: hand the conversation back to the agent; closed: close it",
+                "x-message": 'status is "open" (hand the conversation back to the agent) or "closed".',
+            }
+        },
+    },
+    SessionUpdate,
+)
+
+
 class SessionDetailApi(ProjectApi):
     publishable_allowed = True
 
@@ -147,6 +187,57 @@ class SessionDetailApi(ProjectApi):
             project=self.project, session_id=session_id, key=self.api_key, end_user_token=end_user_token(request)
         )
         return Response(SESSION.render(session))
+
+    @extend_schema(
+        operation_id="sessions_update",
+        request=SESSION_UPDATE.body,
+        responses={200: SESSION.ref},
+        description="The team hands the conversation back to the agent (`open`: its open handoffs close, the next "
+        "run's history holds what the customer and the team said meanwhile) or closes it (`closed`). Secret keys "
+        "only.",
+    )
+    def patch(self, request: Request, session_id: str) -> Response:
+        _secret_only(self.api_key, "Hand a conversation back or close it")
+        body = SESSION_UPDATE.parse(request.data)
+        session = selectors.session_get(project=self.project, session_id=session_id, key=self.api_key)
+        return Response(SESSION.render(desk_services.session_update(session=session, status=body.status)))
+
+
+@dataclass(frozen=True)
+class MessageCreate:
+    role: str
+    content: str
+    author: str | None
+
+
+MESSAGE_CREATE = Input(
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["role", "content"],
+        "properties": {
+            "role": {
+                "enum": ["user", "team"],
+                "description": "team: a person of the business (secret key); user: the customer (secret key, or the "
+                "publishable key with the session's own end user's token)",
+                "x-message": 'role is "team" (a person of your team) or "user" (the customer).',
+            },
+            "content": {
+                "type": "string",
+                "maxLength": MAX_INPUT,
+                "x-code": "input_too_large",
+                "x-message": f"content is a string of at most {MAX_INPUT} characters.",
+            },
+            "author": {
+                "type": ["string", "null"],
+                "maxLength": 100,
+                "description": "a team message's writer as the customer sees it (a first name, the team's name)",
+                "x-message": "author is a name of at most 100 characters.",
+            },
+        },
+    },
+    MessageCreate,
+)
 
 
 class SessionMessagesApi(ProjectApi):
@@ -158,6 +249,65 @@ class SessionMessagesApi(ProjectApi):
             project=self.project, session_id=session_id, key=self.api_key, end_user_token=end_user_token(request)
         )
         return Response(paginate(request, selectors.session_messages(session=session), MESSAGE.render))
+
+    @extend_schema(
+        operation_id="sessions_messages_create",
+        request=MESSAGE_CREATE.body,
+        responses={201: MESSAGE.ref},
+        description="Writes into the conversation (a live handoff): `team`, a person of the business (secret key; a "
+        "conversation the agent holds goes to the team, its open run superseded); `user`, the customer (never starts "
+        "a run: while the team holds the conversation, its messages are for the team). 409 `session_handed_off` "
+        "answers `POST /v1/runs` on a conversation the team holds.",
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        body = MESSAGE_CREATE.parse(request.data)
+        if body.role == "team":
+            _secret_only(self.api_key, "The team writes into a conversation")
+        else:
+            throttle.customer_message(self.api_key)
+        session = selectors.session_get(
+            project=self.project, session_id=session_id, key=self.api_key, end_user_token=end_user_token(request)
+        )
+        message = desk_services.message_create(
+            session=session, role=body.role, content=body.content, author=body.author or ""
+        )
+        return Response(MESSAGE.render(message), status=status.HTTP_201_CREATED)
+
+
+SESSION_EVENTS_DESCRIPTION = (
+    "Server-Sent Events of the conversation: `event:` session.message.created (`data:` the message: the customer's, "
+    "the agent's, the team's) and session.updated (`data:` the session, e.g. handed to the team or back). `id:` "
+    "resume after it with Last-Event-ID. A comment every 15 s keeps it open; it ends after a few minutes (an "
+    "EventSource reconnects by itself and resumes). The same credentials as the session's messages."
+)
+
+
+class SessionEventsApi(ProjectApi):
+    publishable_allowed = True
+    renderer_classes = [renderers.JSONRenderer, EventStreamRenderer]
+
+    def handle_exception(self, exc: Exception) -> Response:
+        response = super().handle_exception(exc)
+        self.request.accepted_renderer = renderers.JSONRenderer()
+        self.request.accepted_media_type = "application/json"
+        return response
+
+    @extend_schema(
+        operation_id="sessions_events",
+        parameters=[
+            OpenApiParameter("Last-Event-ID", str, OpenApiParameter.HEADER, description="resume after this event"),
+            OpenApiParameter("last_event_id", int, description="the same, for clients that can't set headers"),
+        ],
+        responses={(200, "text/event-stream"): OpenApiResponse(description=SESSION_EVENTS_DESCRIPTION)},
+        description=SESSION_EVENTS_DESCRIPTION,
+    )
+    def get(self, request: Request, session_id: str) -> HttpResponseBase:
+        session = selectors.session_get(
+            project=self.project, session_id=session_id, key=self.api_key, end_user_token=end_user_token(request)
+        )
+        after = streams.last_event_id(request.headers.get("Last-Event-ID") or request.query_params.get("last_event_id"))
+        places = streams.StreamPlaces.take(request, streams.owner_of(request, self.api_key))
+        return streams.session_event_stream(session.pk, places, after=after)
 
 
 # --- runs ---------------------------------------------------------------------------------------------------------
@@ -428,18 +578,6 @@ class RunDetailApi(ProjectApi):
         )
         services.run_expire_if_due(run=run)
         return Response(_deliver(run))
-
-
-class EventStreamRenderer(renderers.BaseRenderer):
-    """Lets a client ask for `text/event-stream`; the stream itself is a StreamingHttpResponse, and an error before
-    it starts is the usual error JSON."""
-
-    media_type = "text/event-stream"
-    format = "sse"
-    charset = "utf-8"
-
-    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 EVENTS_DESCRIPTION = (

@@ -24,6 +24,7 @@ from django.utils import timezone
 from agents.models import Agent
 from agents.selectors import searchable_sources
 from desk import selectors as desk_selectors
+from kagent.errors import OUTAGES
 from kagent.models import SigningSecret
 from kagent.secrets import secret_resolve, signing_secrets_for_calls
 from runs import providers, run_events, store, transitions, truth
@@ -176,6 +177,13 @@ class Engine:
             logger.info("run %s: stopped (no longer owned by this worker)", self.run.pk)
         except ModelError as exc:
             self._fail("model_error", f"The model could not answer: {str(exc)[:300]}")
+        except OUTAGES:
+            # The database or Redis out of reach for a moment (a restart, a failover): not the run's fault. Left as a
+            # crash leaves it: its lease runs out and the sweep queues it again, to go on where its writes stopped.
+            # (Failing it here would wait for the database to come back, and fail a run that can still finish.)
+            logger.warning(
+                "run %s: the database or redis is out of reach; left for recovery", self.run.pk, exc_info=True
+            )
         except Exception:
             logger.exception("run %s: internal error", self.run.pk)
             self._fail("internal_error", "Something went wrong on our side while running this.")

@@ -29,8 +29,12 @@ class EndUser(models.Model):
 class Session(models.Model):
     """A conversation with one end user (verified, or anonymous and counted per session).
 
-    `status`: `open`; `handed_off` once `transfer_to_human` put it in the team's queue (while a handoff of it is
-    open); `closed` when the team closed its last open handoff. A new message from the customer opens it again.
+    `status`: `open` (the agent answers); `handed_off` once `transfer_to_human` put it in the team's queue or a
+    person of the team wrote into it (the agent keeps quiet: `POST /v1/runs` on it is 409 `session_handed_off`,
+    the customer's messages are for the team); `closed` when the team closed it (or its last open handoff). The
+    team hands it back with `open` (SPEC §4 "Live handoff"); a new run on a closed session opens it again.
+    `handed_off_at`: when it last went to the team (null: never; its messages' webhooks are sent once it has);
+    `waiting_since`: the customer's oldest message the team has not answered yet (the desk's inbox order).
     """
 
     class Status(models.TextChoices):
@@ -50,8 +54,20 @@ class Session(models.Model):
     flag_reason = models.CharField(max_length=500, blank=True)
     flag_urgency = models.CharField(max_length=10, blank=True)
     flagged_at = models.DateTimeField(null=True, blank=True)
+    handed_off_at = models.DateTimeField(null=True, blank=True)
+    waiting_since = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     last_activity_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        # The desk's inbox: the project's handed-off conversations, the longest-waiting first.
+        indexes = [
+            models.Index(
+                fields=["project", "waiting_since"],
+                name="session_team_inbox",
+                condition=models.Q(status="handed_off"),
+            )
+        ]
 
 
 class Segment(models.Model):
@@ -223,18 +239,24 @@ class ToolCall(models.Model):
 
 
 class Message(models.Model):
-    """What the end user said and what the agent answered, in order; the session's visible conversation."""
+    """What the end user said, what the agent answered and what a person of the team wrote (`team`, with its
+    `author`), in order; the session's visible conversation. `run`: the run that wrote it (null: written through
+    `POST /v1/sessions/{id}/messages` or the desk)."""
 
     class Role(models.TextChoices):
         USER = "user"
         ASSISTANT = "assistant"
+        TEAM = "team"
 
     id = PrefixedIdField(prefix="msg")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="messages")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, null=True, blank=True, related_name="messages")
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, null=True, blank=True, related_name="messages")
     role = models.CharField(max_length=10, choices=Role.choices)
     content = models.TextField()
+    # A team message's writer as the customer sees it. The database's default too: the engine's statements insert
+    # messages without naming it.
+    author = models.CharField(max_length=100, blank=True, default="", db_default="")
     # An answer's claims no tool result confirmed (its run's `output.unverified_claims`): what a customer is shown of
     # the conversation later (a reload of the chat widget) must not be that answer's text.
     # The database keeps the default too: code from before this column (a worker still running during a deploy) can
@@ -274,3 +296,25 @@ class RunEvent(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["run", "id"], name="run_event_order")]
+
+
+class SessionEvent(models.Model):
+    """What happened in a conversation, in order, for its event stream (`GET /v1/sessions/{id}/events`): a message
+    written (`session.message.created`, `ref` its id: rendered from the message when read, as messages don't
+    change; one deleted since, a purged `store: false` run's, is left out) or the session changed
+    (`session.updated`, `data`: the session as it was then). Written with what it reports, like a run's events
+    (runs/session_events.py)."""
+
+    class Type(models.TextChoices):
+        MESSAGE_CREATED = "session.message.created"
+        UPDATED = "session.updated"
+
+    id = models.BigAutoField(primary_key=True)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events", db_index=False)
+    type = models.CharField(max_length=30, choices=Type.choices)
+    ref = models.CharField(max_length=40, blank=True, default="", db_default="")
+    data = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "id"], name="session_event_order")]

@@ -127,12 +127,21 @@ SESSION: Resource[Session] = Resource(
         "status": Field(
             {
                 "enum": ["open", "handed_off", "closed"],
-                "description": "handed_off while one of its handoffs is open; closed once the team closed its last "
-                "handoff (a new message opens it again)",
+                "description": "open: the agent answers; handed_off: the team holds the conversation (a handoff, or "
+                "a person of the team wrote into it) and the agent keeps quiet; closed: the team closed it (a new run "
+                "opens it again). PATCH hands it back (open) or closes it.",
             },
             session_status,
         ),
         "flagged": Field({"type": "boolean"}, "flagged"),
+        "handed_off_at": Timestamp(
+            "handed_off_at", nullable=True, description="when it last went to the team (null: never)"
+        ),
+        "waiting_since": Timestamp(
+            "waiting_since",
+            nullable=True,
+            description="the customer's oldest message the team has not answered yet (while handed off)",
+        ),
         "created_at": Timestamp("created_at"),
     },
 )
@@ -142,8 +151,18 @@ MESSAGE: Resource[Message] = Resource(
     {
         "id": Field(_ID, "pk"),
         "object": Const("message"),
-        "role": Field({"enum": ["user", "assistant"]}, "role"),
+        "role": Field(
+            {
+                "enum": ["user", "assistant", "team"],
+                "description": "user: the customer; assistant: the agent; team: a person of the business (`author`)",
+            },
+            "role",
+        ),
         "content": Field({"type": "string"}, "content"),
+        "author": Field(
+            {"type": ["string", "null"], "description": "a team message's writer, as the customer sees it"},
+            lambda message: message.author or None,
+        ),
         "unverified_claims": Field(
             {
                 "type": "array",
@@ -155,7 +174,9 @@ MESSAGE: Resource[Message] = Resource(
             },
             "unverified_claims",
         ),
-        "run": Field(_ID, "run_id"),
+        "run": Field(
+            {**_NULLABLE_ID, "description": "the run that wrote it (null: written by the API or the desk)"}, "run_id"
+        ),
         "created_at": Timestamp("created_at"),
     },
 )

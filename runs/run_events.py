@@ -105,17 +105,16 @@ WITH event AS (
 
 
 def record_status(run_id: str, status: str) -> None:
-    """The run's status event, in the caller's transaction, with its webhook event where one is wanted. A pause's
-    webhook data is rendered now, from the run as the pause wrote it: the app's answer takes the required action
-    away (and a later pause puts another there), maybe before the event is dispatched. A terminal event's is
-    rendered when dispatched (an ended run no longer changes)."""
+    """The run's status event, in the caller's transaction, with its webhook event where one is wanted: its data is
+    the run as the change wrote it, rendered now (the app's answer takes a pause's required action away, a
+    `store: false` run's content goes once returned: the webhook carries the run as it was at the event)."""
     event = EVENT_OF_STATUS.get(status)
     if event is None:
         return
     if event not in outbox.RUN_EVENT_TYPES:
         record(run_id, event)
         return
-    data = _data_now(run_id, status) if event == T.REQUIRES_ACTION else None
+    data = _data_now(run_id, status)
     params = {
         "run": run_id,
         "type": event,
@@ -129,9 +128,9 @@ def record_status(run_id: str, status: str) -> None:
 
 
 def _data_now(run_id: str, status: str) -> dict[str, Any] | None:
-    """The pause's webhook data, when the project has an endpoint for it (one read: the run without the large
-    columns the API doesn't render, and whether anyone is subscribed). Never fails the pause: data that can't be
-    rendered now (there is no known way) is rendered at dispatch, as before."""
+    """The status event's webhook data, when the project has an endpoint for it (one read: the run without the large
+    columns the API doesn't render, and whether anyone is subscribed). Never fails the change: data that can't be
+    rendered now (there is no known way) is rendered at dispatch."""
     event = EVENT_OF_STATUS[status]
     endpoints = WebhookEndpoint.objects.filter(project_id=OuterRef("project_id"), enabled=True)
     run = (

@@ -12,14 +12,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from agents.models import Agent, AgentVersion
 from agents.selectors import agent_get, searchable_sources
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
 from kagent.models import ApiKey, Project
-from runs import run_events, transitions, truth
+from runs import run_events, session_events, transitions, truth
 from runs import store as run_store
 from runs.engine import client_output_shown
 from runs.identity import EndUserClaim, Identity, identity_resolve
@@ -82,16 +81,28 @@ def _session_for_run(
 # --- runs -------------------------------------------------------------------------------------------------------
 
 
+def team_notice(author: str, content: str) -> str:
+    """A team message as the model reads it in the history: what a person of the business told the customer while
+    the conversation was with the team (not the model's words, not a tool result: nothing it confirms is a fact the
+    model may repeat as done)."""
+    return f"{author or 'A person'} from the team wrote to the customer (not you; not a tool result): {content}"
+
+
 def _history(session: Session) -> list[Message]:
     """The session's last messages, for the model; an answer that kept unverified claims is followed by a notice
-    saying so (the customer may have been shown a neutral reply instead, and the claim is not a fact)."""
+    saying so (the customer may have been shown a neutral reply instead, and the claim is not a fact); the team's
+    messages (a live handoff) are notices naming who wrote them."""
     rows = list(
         ChatMessage.objects.filter(session=session)
         .order_by("-created_at", "-id")
-        .values("role", "content", "unverified_claims")[:HISTORY_MESSAGES]
+        .values("role", "content", "unverified_claims", "author")[:HISTORY_MESSAGES]
     )
     history: list[Message] = []
     for row in reversed(rows):
+        if row["role"] == ChatMessage.Role.TEAM:
+            # A person of the team wrote it, not the model: told as K-Agent's notice, never as the model's own turn.
+            history.append(Message(role="notice", content=team_notice(row["author"], row["content"])))
+            continue
         history.append(Message(role=row["role"], content=row["content"]))
         if row["role"] == ChatMessage.Role.ASSISTANT and row["unverified_claims"]:
             history.append(Message(role="notice", content=truth.history_notice(row["unverified_claims"])))
@@ -248,7 +259,15 @@ def run_create(
         # (a completing run's assistant message, a desk row) take its row FOR KEY SHARE, which FOR UPDATE would
         # block; a completion holding its run's row would then wait for this transaction, which waits for that run's
         # row to supersede it (tests/runs/test_session_lock_order.py).
-        session = Session.objects.select_for_update(no_key=True).get(pk=session.pk)
+        session = (
+            Session.objects.select_for_update(no_key=True, of=("self",)).select_related("end_user").get(pk=session.pk)
+        )
+        if session.status == Session.Status.HANDED_OFF:
+            raise Conflict(
+                "session_handed_off",
+                "A person of the team holds this conversation: the agent answers again once they hand it back. "
+                "Write the customer's message with POST /v1/sessions/{id}/messages (role user).",
+            )
         if options.idempotency is not None and api_key is not None:
             # A request racing with this key may have made its run while this one waited for the session.
             earlier = _earlier(api_key, options.idempotency)
@@ -261,16 +280,17 @@ def run_create(
             session, what.version, what.config, what.http_tools, _facts(what, identity, session, options), now
         )
         tool_set = segment.tool_set if store else without_client_tools(segment.tool_set)
-        _supersede_open_runs(session)
+        supersede_open_runs(session)
         history = _history(session)  # after the open run ended or was superseded: with its answer, if it made one
-        # The customer wrote again: a closed conversation is open again (a handed-off one stays with the team).
-        Session.objects.filter(pk=session.pk).update(
-            last_activity_at=now,
-            status=Case(When(status=Session.Status.CLOSED, then=Value(Session.Status.OPEN)), default=F("status")),
-        )
+        # The customer wrote again: a closed conversation is open again.
+        reopened = session.status == Session.Status.CLOSED
+        session.status, session.last_activity_at = Session.Status.OPEN, now
+        session.save(update_fields=["status", "last_activity_at"])
+        if reopened:
+            session_events.record_updated(session)
         run = _new_run(project, what, identity, session, segment, options, text, tool_set, history)
         run_store.insert_run(run)
-        ChatMessage.objects.create(
+        message = ChatMessage.objects.create(
             project=project,
             session=session,
             run=run,
@@ -278,6 +298,7 @@ def run_create(
             content=text,
             created_at=run.created_at,
         )
+        session_events.record_message(message, session, relayed=store)
         enqueue_run(run.pk)
     return run
 
@@ -400,7 +421,7 @@ def _new_run(
     return run
 
 
-def _supersede_open_runs(session: Session) -> None:
+def supersede_open_runs(session: Session) -> None:
     """A new run on a session supersedes the one still open there."""
     for open_run in Run.objects.filter(session=session, status__in=Run.ACTIVE):
         try:

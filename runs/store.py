@@ -16,6 +16,7 @@ write named by <point> (`claimed`, `round`, `running`, `sent`, `result`, `comple
 
 from __future__ import annotations
 
+import copy
 import enum
 import json
 import logging
@@ -34,8 +35,8 @@ from hooks import outbox
 from kagent.egress import EgressRecord
 from kagent.ids import new_id
 from kagent.sql import execute
-from runs import run_events, transitions
-from runs.models import EndUser, Run, RunEvent, RunStep, ToolCall
+from runs import run_events, session_events, transitions, webhook_events
+from runs.models import EndUser, Run, RunEvent, RunStep, SessionEvent, ToolCall
 from runs.models import Message as ChatMessage
 
 logger = logging.getLogger(__name__)
@@ -165,8 +166,14 @@ _RUN_COLUMNS = (
     "cancel_requested",
     "status",
     "followed_until",  # the engine streams the answer to a follower (runs/live_answer.py)
+    # The rest of what the API renders of a run: its completion's webhook event carries the run as it was then.
+    "version_number",
+    "input",
+    "metadata",
+    "created_at",
+    "started_at",
 )
-_JSON_COLUMNS = {"config", "tool_set", "transcript", "usage"}
+_JSON_COLUMNS = {"config", "tool_set", "transcript", "usage", "metadata"}
 
 
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_")
@@ -493,11 +500,20 @@ WITH done AS (
     SET status = %(target)s, output = %(output)s::jsonb, completed_at = %(now)s, lease_expires_at = NULL,
         transcript = %(transcript)s::jsonb, usage = %(usage)s::jsonb
     WHERE id = %(run)s AND {_status_in(transitions.COMPLETE)} AND claims = %(held_by)s AND NOT cancel_requested
-    RETURNING id, project_id, session_id, sandbox, {run_events.FOLLOWED_SQL}
+    RETURNING id, project_id, session_id, sandbox, store, {run_events.FOLLOWED_SQL}
 ), step AS ({_STEP_INSERT.format(source="done")}), message AS (
     INSERT INTO runs_message (id, project_id, session_id, run_id, role, content, unverified_claims, created_at)
     SELECT %(message_id)s, project_id, session_id, id, %(role)s, %(text)s, %(claims)s::jsonb, %(now)s
     FROM done WHERE session_id IS NOT NULL
+    RETURNING session_id
+), session_event AS ({session_events.message_event_sql("message", message_param="message_id")}
+), relayed AS ({session_events.relayed_sql("done", message_param="message_id")}
+), relayed_webhook AS (
+    {
+    outbox.insert_sql(
+        "relayed", id_param="message_webhook_event", type_param="message_event", data_param="message_data"
+    )
+}
 ), events AS (
     INSERT INTO runs_runevent (run_id, type, ref, text, created_at)
     SELECT done.id, v.type, v.ref, v.text, now()
@@ -507,8 +523,9 @@ WITH done AS (
     ) AS v(n, type, ref, text)
     WHERE v.type <> ''
     ORDER BY v.n
-), webhook AS ({outbox.insert_sql("done", id_param="webhook_event", type_param="done_event")})
-SELECT (SELECT count(*) FROM done), (SELECT id FROM webhook), (SELECT followed FROM done)
+), webhook AS ({outbox.insert_sql("done", id_param="webhook_event", type_param="done_event", data_param="run_data")})
+SELECT (SELECT count(*) FROM done), (SELECT id FROM webhook), (SELECT followed FROM done),
+    (SELECT session_id FROM message), (SELECT id FROM relayed_webhook)
 """
 
 
@@ -528,6 +545,21 @@ def complete(
     with the last `run.output.delta` of the answer shown as it was written (`delta`: what was not shown yet,
     runs/live_answer.py), or a `run.output.reset` (`reset`: its claims remain, nothing of it may stay on screen)."""
     move = transitions.COMPLETE
+    claims = output.get("unverified_claims") or []
+    message = ChatMessage(
+        id=new_id("msg"),
+        project_id=run.project_id,
+        session_id=run.session_id,
+        run_id=run.pk,
+        role=ChatMessage.Role.ASSISTANT,
+        content=text,
+        unverified_claims=claims,
+        created_at=now,
+    )
+    # The webhook events carry the run and the message as they are at this moment (rendered here, sent only where an
+    # endpoint wants them: the statement decides).
+    as_done = copy.copy(run)
+    as_done.output, as_done.completed_at = output, now
     params = {
         "run": run.pk,
         "target": move.target,
@@ -536,10 +568,14 @@ def complete(
         "transcript": _json(transcript),
         "usage": _json(run.usage),
         "now": now,
-        "message_id": new_id("msg"),
-        "role": ChatMessage.Role.ASSISTANT,
+        "message_id": message.pk,
+        "role": message.role,
         "text": text,
-        "claims": _json(output.get("unverified_claims") or []),
+        "claims": _json(claims),
+        "message_event": SessionEvent.Type.MESSAGE_CREATED,
+        "message_webhook_event": new_id("evt"),
+        "message_data": session_events.message_json(message) if run.session_id is not None and run.store else None,
+        "run_data": _json(webhook_events.run_data(as_done, move.target)),
         "step_event": RunEvent.Type.STEP_CREATED,
         "done_event": RunEvent.Type.COMPLETED,
         "answer_event": RunEvent.Type.OUTPUT_RESET if reset else RunEvent.Type.OUTPUT_DELTA if delta else "",
@@ -547,10 +583,13 @@ def complete(
         "webhook_event": new_id("evt"),
         **_step_params(step),
     }
-    written, webhook_event, followed = execute(_COMPLETE_SQL, params)[0]
+    written, webhook_event, followed, session_id, message_webhook_event = execute(_COMPLETE_SQL, params)[0]
     if written:
         run_events.notify_if_followed(run.pk, followed)
-        if webhook_event is not None:
-            outbox.dispatch_on_commit(webhook_event)
+        for event in (webhook_event, message_webhook_event):
+            if event is not None:
+                outbox.dispatch_on_commit(event)
+        if session_id is not None:
+            session_events.notify(session_id)
         return Fence.WRITTEN
     return _fence_missed(run.pk, held_by)

@@ -1,6 +1,7 @@
 """A run's events as Server-Sent Events: what was missed since Last-Event-ID, then each event as it is written, a
 keep-alive comment every 15 s, and the end after a terminal event or `run.requires_action`. A stream (or a wait)
 subscribes, says that it follows the run (`run_events.follow`: the engine wakes only followed runs), then looks.
+A conversation's events (`GET /v1/sessions/{id}/events`) go the same way (`SessionSource`), until the time limit.
 
 Two forms of the same loop: a generator for WSGI servers (`bin/run`'s development server, gunicorn; it holds a
 thread while it streams) and an async generator for the ASGI server (`uvicorn kagent.asgi:application`, which
@@ -21,7 +22,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -35,7 +36,7 @@ from kagent.clients import client_address
 from kagent.errors import OUTAGES
 from kagent.models import ApiKey
 from kagent.throttle import RateLimited
-from runs import run_events
+from runs import run_events, session_events
 from runs.models import Run
 from runs.run_events import Event
 from runs.services import run_purge
@@ -147,13 +148,6 @@ def _release_connection() -> None:
         connection.close()
 
 
-def _follow_in_a_pool_thread(run_id: str, followed_until: datetime | None, seconds: float, needed: float) -> None:
-    try:
-        _follow_unless(run_id, followed_until, seconds, needed)
-    finally:
-        close_old_connections()
-
-
 def wait_settled(run_id: str, owner: str, seconds: float, *, followed_until: datetime | None = None) -> bool:
     """`POST /v1/runs` with `wait`: up to `seconds` for the run to end or pause, woken by its events (and looking at
     least every second). False when it didn't, or when there was no place to wait: KAGENT_WAITS_PER_KEY for the key,
@@ -232,34 +226,78 @@ def last_event_id(raw: str | None) -> int:
     return max(0, value)
 
 
-def _next(run_id: str, after: int, *, full_steps: bool) -> tuple[list[Event], bool]:
-    """The events after `after`, and whether none will ever come (a run that ended writes its last event with its
-    status: a client that resumes after it gets an empty stream that ends at once, not one that waits)."""
-    # The status is looked at first: a run's last event is written in the transaction that ends it, so when the run
-    # had ended by then, the look at the events after it finds that event. (The other order misses it when the run
-    # ends between the two looks: no new event yet, then "ended", and the stream closed without its last event.)
-    ended = not Run.objects.filter(pk=run_id).exclude(status__in=Run.TERMINAL).exists()
-    batch = run_events.after(run_id, after, full_steps=full_steps)
-    if batch:
-        return batch, False
-    return [], ended
+class Source(Protocol):
+    """What a stream follows: a run's events or a conversation's. `next(after)`: the events after `after` and whether
+    none will ever come; `follow()`: says it is followed (at the start and with every keep-alive)."""
+
+    @property
+    def channel(self) -> str: ...
+
+    def next(self, after: int) -> tuple[list[Event], bool]: ...
+
+    def follow(self, *, first: bool) -> None: ...
 
 
-def _next_in_a_pool_thread(run_id: str, after: int, *, full_steps: bool) -> tuple[list[Event], bool]:
-    try:
-        return _next(run_id, after, full_steps=full_steps)
-    finally:
-        close_old_connections()  # a pool thread's connection is closed when it gets old, as after a request
+@dataclass
+class RunSource:
+    run_id: str
+    full_steps: bool
+    followed_until: datetime | None = None
+
+    @property
+    def channel(self) -> str:
+        return run_events.channel(self.run_id)
+
+    def next(self, after: int) -> tuple[list[Event], bool]:
+        """The events after `after`, and whether none will ever come (a run that ended writes its last event with
+        its status: a client that resumes after it gets an empty stream that ends at once, not one that waits)."""
+        # The status is looked at first: a run's last event is written in the transaction that ends it, so when the
+        # run had ended by then, the look at the events after it finds that event. (The other order misses it when
+        # the run ends between the two looks: no new event yet, then "ended", and the stream closed without its last
+        # event.)
+        ended = not Run.objects.filter(pk=self.run_id).exclude(status__in=Run.TERMINAL).exists()
+        batch = run_events.after(self.run_id, after, full_steps=self.full_steps)
+        if batch:
+            return batch, False
+        return [], ended
+
+    def follow(self, *, first: bool) -> None:
+        if first:  # a run made followed for this request needs no write of its own
+            _follow_unless(self.run_id, self.followed_until, FOLLOW_S, needed=FOLLOW_S - KEEPALIVE_S)
+        else:  # however busy the stream: its mark must not run out
+            run_events.follow(self.run_id, FOLLOW_S)
+
+
+@dataclass
+class SessionSource:
+    """A conversation's events: every one of them wakes its streams (runs/session_events.py); a conversation never
+    ends for good (a closed one opens again), so its stream ends only by its time limit."""
+
+    session_id: str
+
+    @property
+    def channel(self) -> str:
+        return session_events.channel(self.session_id)
+
+    def next(self, after: int) -> tuple[list[Event], bool]:
+        return session_events.after(self.session_id, after), False
+
+    def follow(self, *, first: bool) -> None:
+        pass
+
+
+def _in_a_pool_thread(call: Callable[..., Any]) -> Callable[..., Any]:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, **kwargs)
+        finally:
+            close_old_connections()  # a pool thread's connection is closed when it gets old, as after a request
+
+    return sync_to_async(run, thread_sensitive=False)
 
 
 def stream(
-    run_id: str,
-    *,
-    after: int,
-    full_steps: bool,
-    slot: StreamSlot,
-    on_end: Callable[[], None] | None = None,
-    followed_until: datetime | None = None,
+    source: Source, *, after: int, slot: StreamSlot, on_end: Callable[[], None] | None = None
 ) -> Iterator[bytes]:
     """The WSGI form (ends after MAX_WSGI_STREAM_S; an EventSource reconnects by itself with Last-Event-ID)."""
     started = last_sent = followed_at = time.monotonic()
@@ -267,11 +305,11 @@ def stream(
     try:
         yield f"retry: {RETRY_MS}\n\n".encode()
         subscription = run_events.redis_client().pubsub(ignore_subscribe_messages=True)
-        subscription.subscribe(run_events.channel(run_id))
-        _follow_unless(run_id, followed_until, FOLLOW_S, needed=FOLLOW_S - KEEPALIVE_S)
+        subscription.subscribe(source.channel)
+        source.follow(first=True)
         followed_at = time.monotonic()
         while True:
-            batch, finished = _next(run_id, after, full_steps=full_steps)
+            batch, finished = source.next(after)
             if finished:
                 return
             for event in batch:
@@ -286,7 +324,7 @@ def stream(
             _release_connection()
             subscription.get_message(timeout=KEEPALIVE_S)
             if time.monotonic() - followed_at >= KEEPALIVE_S:
-                run_events.follow(run_id, FOLLOW_S)  # however busy the stream: its mark must not run out
+                source.follow(first=False)
                 followed_at = time.monotonic()
             if time.monotonic() - last_sent >= KEEPALIVE_S:
                 yield b": keep-alive\n\n"
@@ -298,19 +336,13 @@ def stream(
 
 
 async def astream(
-    run_id: str,
-    *,
-    after: int,
-    full_steps: bool,
-    slot: StreamSlot,
-    on_end: Callable[[], None] | None = None,
-    followed_until: datetime | None = None,
+    source: Source, *, after: int, slot: StreamSlot, on_end: Callable[[], None] | None = None
 ) -> AsyncIterator[bytes]:
     """The ASGI form: waits on Redis without holding a thread."""
     import redis.asyncio
 
-    fetch = sync_to_async(_next_in_a_pool_thread, thread_sensitive=False)
-    follow = sync_to_async(_follow_in_a_pool_thread, thread_sensitive=False)
+    fetch = _in_a_pool_thread(source.next)
+    follow = _in_a_pool_thread(source.follow)
     started = last_sent = followed_at = time.monotonic()
     client: Any = None
     subscription: Any = None
@@ -318,11 +350,11 @@ async def astream(
         yield f"retry: {RETRY_MS}\n\n".encode()
         client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
         subscription = client.pubsub(ignore_subscribe_messages=True)
-        await subscription.subscribe(run_events.channel(run_id))
-        await follow(run_id, followed_until, FOLLOW_S, FOLLOW_S - KEEPALIVE_S)
+        await subscription.subscribe(source.channel)
+        await follow(first=True)
         followed_at = time.monotonic()
         while True:
-            batch, finished = await fetch(run_id, after, full_steps=full_steps)
+            batch, finished = await fetch(after)
             if finished:
                 return
             for event in batch:
@@ -336,7 +368,7 @@ async def astream(
                 return
             await subscription.get_message(timeout=KEEPALIVE_S)
             if time.monotonic() - followed_at >= KEEPALIVE_S:
-                await follow(run_id, None, FOLLOW_S, FOLLOW_S)  # however busy the stream: its mark must not run out
+                await follow(first=False)
                 followed_at = time.monotonic()
             if time.monotonic() - last_sent >= KEEPALIVE_S:
                 yield b": keep-alive\n\n"
@@ -397,17 +429,22 @@ def event_stream(run: Run, places: StreamPlaces, *, after: int, full_steps: bool
             if ended is not None:
                 run_purge(run=ended)
 
-    options: dict[str, Any] = {
-        "after": after,
-        "full_steps": full_steps,
-        "slot": places.slot,
-        "on_end": purge_if_delivered,
-        "followed_until": run.followed_until,
-    }
+    return _response(RunSource(run_id, full_steps, run.followed_until), places, after=after, on_end=purge_if_delivered)
+
+
+def session_event_stream(session_id: str, places: StreamPlaces, *, after: int) -> HttpResponseBase:
+    """The conversation's events from `after` on, as Server-Sent Events (SPEC §4 "Live handoff")."""
+    return _response(SessionSource(session_id), places, after=after)
+
+
+def _response(
+    source: Source, places: StreamPlaces, *, after: int, on_end: Callable[[], None] | None = None
+) -> HttpResponseBase:
+    content: Any
     if places.permit is None:
-        content: Any = AsyncContent(astream(run_id, **options), places.slot)
+        content = AsyncContent(astream(source, after=after, slot=places.slot, on_end=on_end), places.slot)
     else:
-        content = Content(stream(run_id, **options), places.slot, places.permit)
+        content = Content(stream(source, after=after, slot=places.slot, on_end=on_end), places.slot, places.permit)
     response = StreamingHttpResponse(content, content_type="text/event-stream; charset=utf-8")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: don't buffer the stream

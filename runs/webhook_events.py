@@ -1,9 +1,9 @@
 """What the business's webhook endpoints receive of runs and of their conversations (issue #11), recorded through
 the outbox of `hooks`: the objects exactly as the API renders them. The desk's events: desk/webhook_events.py.
 
-A run's event is recorded by the engine's own statements (`runs/store.py`, `runs/run_events.py`); a terminal one is
-rendered here when it is dispatched (the run as it ended, with the status of the event), a pause's when it is
-recorded (`run_data`, from `runs.run_events.record_status`: the app's answer takes the required action away). Test-panel
+A run's event is recorded by the engine's own statements (`runs/store.py`, `runs/run_events.py`) with the run as it
+was at the event (`run_data`, rendered before the statement); one recorded without it is rendered when dispatched
+(`run_event_data`). The conversation's events: runs/session_events.py. Test-panel
 (sandbox) runs are never recorded. A `store: false` run sends ids and statuses only: its input, output, required
 action and metadata are left empty, whatever is still stored.
 """

@@ -72,14 +72,14 @@ def new_message_race(project: Project, monkeypatch: pytest.MonkeyPatch) -> NewMe
     run = services.run_create(project=project, api_key=key, agent_id=agent.pk, text="hi", session_id=session.pk)
     Run.objects.filter(pk=run.pk).update(status=Run.Status.IN_PROGRESS, claims=1)
     session_held = threading.Event()
-    supersede = services._supersede_open_runs
+    supersede = services.supersede_open_runs
 
     def supersede_later(locked: Any) -> None:
         session_held.set()  # run_create holds the session's row from here on
         time.sleep(0.5)  # the other side's statement comes meanwhile
         supersede(locked)
 
-    monkeypatch.setattr(services, "_supersede_open_runs", supersede_later)
+    monkeypatch.setattr(services, "supersede_open_runs", supersede_later)
     return NewMessageRace(project, key, agent, session, Run.objects.get(pk=run.pk), session_held)
 
 

@@ -49,13 +49,13 @@ ORDER BY 1, 2
 LOCK_TIMEOUT = "SET LOCAL lock_timeout = '10s'"
 
 
-def _alter(deferrable: bool, to: str):  # type: ignore[no-untyped-def]
+def _alter(deferrable: bool, to: str, tables: tuple[str, ...] = RUN_TABLES):  # type: ignore[no-untyped-def]
     def run(apps, schema_editor):  # type: ignore[no-untyped-def]
         if schema_editor.connection.vendor != "postgresql":
             return
         quote = schema_editor.quote_name
         with schema_editor.connection.cursor() as cursor:
-            cursor.execute(_KEYS, [list(RUN_TABLES), deferrable])
+            cursor.execute(_KEYS, [list(tables), deferrable])
             keys = cursor.fetchall()
         schema_editor.execute(LOCK_TIMEOUT)
         for table, name in keys:

@@ -66,11 +66,13 @@ def test_a_handoff_hands_the_session_off_and_closing_it_closes_the_session(h):
     assert h.api.get(f"/v1/sessions/{session}").json()["status"] == "open"
 
 
-def test_a_new_message_leaves_a_handed_off_session_with_the_team(h):
+def test_the_agent_keeps_quiet_while_the_team_holds_the_conversation(h):
     agent, session = handed_off_session(h, "still-handed-off")
-    h.fake.script("still-handed-off", [text("The team has your conversation.")])
-    h.run(agent, "hello?", session=session)
+    h.fake.script("still-handed-off", [text("The bot again.")])
+    refused = h.api.post("/v1/runs", {"agent": agent, "input": "hello?", "session": session}, format="json")
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "session_handed_off"
     assert h.api.get(f"/v1/sessions/{session}").json()["status"] == "handed_off"
+    assert [m["content"] for m in h.api.get(f"/v1/sessions/{session}/messages").json()["data"]][0] != "hello?"
 
 
 def test_handoff_changes_are_checked(h):

@@ -288,6 +288,7 @@ def test_a_ticket_or_handoff_from_an_earlier_reply_is_not_a_false_claim(h):
     )
     session = h.session(agent, **VERIFIED)
     h.run(agent, "my order is late", session=session, **VERIFIED)
+    h.api.patch(f"/v1/sessions/{session}", {"status": "open"}, format="json")  # the team hands it back
     later = h.run(agent, "any news?", session=session, **VERIFIED)
     assert later["output"]["unverified_claims"] == []
     assert len(h.fake.requests("earlier")) == 3  # no push-back

@@ -146,7 +146,10 @@ def test_a_runs_foreign_keys_are_checked_by_the_statement_that_writes_the_row():
         RunEvent.objects.create(run_id="run_00000000000000000000000000", type=RunEvent.Type.QUEUED)
     # The key's own refusal, not another constraint's.
     assert isinstance(refused.value.__cause__, psycopg.errors.ForeignKeyViolation), refused.value
-    tables = importlib.import_module("runs.migrations.0010_foreign_keys_checked_in_statement").RUN_TABLES
+    tables = (
+        *importlib.import_module("runs.migrations.0010_foreign_keys_checked_in_statement").RUN_TABLES,
+        *importlib.import_module("runs.migrations.0013_live_handoff").TABLES,
+    )
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT c.relname, con.conname, con.condeferrable FROM pg_constraint AS con "
