@@ -224,9 +224,8 @@ MESSAGE_CREATE = Input(
             },
             "content": {
                 "type": "string",
-                "maxLength": MAX_INPUT,
-                "x-code": "input_too_large",
-                "x-message": f"content is a string of at most {MAX_INPUT} characters.",
+                "description": f"at most {MAX_INPUT} characters (422 `input_too_large`)",
+                "x-message": "content is the message's text.",
             },
             "author": {
                 "type": ["string", "null"],
