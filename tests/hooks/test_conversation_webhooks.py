@@ -39,7 +39,9 @@ def test_a_relay_gets_the_team_part_of_the_conversation_signed(hk, upstream):
     hk.run(agent, "I want a person", session=session, **VERIFIED)
     hk.api.post(f"/v1/sessions/{session}/messages", {"role": "user", "content": "Still there?"}, format="json")
     hk.api.post(
-        f"/v1/sessions/{session}/messages", {"role": "team", "content": "Yes! Maya here.", "author": "Maya"}, format="json"
+        f"/v1/sessions/{session}/messages",
+        {"role": "team", "content": "Yes! Maya here.", "author": "Maya"},
+        format="json",
     )
     hk.api.patch(f"/v1/sessions/{session}", {"status": "open"}, format="json")
     hk.run(agent, "thanks", session=session, **VERIFIED)
