@@ -374,3 +374,51 @@ def test_the_answer_is_read_as_it_is_written(client_for, start_worker, fake_llm)
     assert [e.event for e in events].count("run.output.delta") >= 2
     run_id = events[0].data.id
     assert list(client.runs.stream_text(run_id))[-1] == written  # read again after the end: the whole answer
+
+
+def test_a_helpdesk_relay_follows_the_conversation_and_writes_back(client_for, start_worker, fake_llm):
+    """What a business's relay to its own helpdesk does with the client: follow the conversation's events, post its
+    people's replies, hand the conversation back; the app's customer writes to the team with the publishable key."""
+    alice = make_tenant("alice")
+    server = client_for(alice.secret_key)
+    fake_llm.script(
+        "relay",
+        [
+            calls(("transfer_to_human", {"reason_type": "complaint", "summary": "asks for a person"})),
+            text("A person from the team will continue here."),
+            text("Happy to help again."),
+        ],
+    )
+    agent = published_agent(server, "relay")
+    start_worker(fake_llm.worker_env())
+    secret = server.end_user_secret.get().secret
+    token = jwt.encode({"sub": "cust-9", "exp": int(time.time()) + 600}, secret, "HS256")
+    app = client_for(alice.publishable_key, end_user_token=token)  # the app's customer, signed in
+    session = app.sessions.create(agent=agent, end_user_token=token).id
+    first = app.runs.create_and_wait(agent=agent, session=session, input="a person please", end_user_token=token)
+    assert first.status == "completed", first
+    assert server.sessions.get(session).status == "handed_off"
+    with pytest.raises(ApiError) as quiet:
+        app.runs.create(agent=agent, session=session, input="hello?", end_user_token=token)
+    assert (quiet.value.status, quiet.value.code) == (409, "session_handed_off")
+
+    app.sessions.write(session, role="user", content="Is anyone there?", end_user_token=token)
+    reply = server.sessions.write(session, role="team", content="Yes, Maya here.", author="Maya")
+    assert (reply.role, reply.author) == ("team", "Maya")
+    events = server.sessions.stream(session)
+    seen = []
+    for event in events:
+        seen.append((event.event, event.data.get("role") or event.data.get("status")))
+        if event.event == "session.message.created" and event.data.get("role") == "team":
+            break
+    events.close()
+    assert seen == [
+        ("session.message.created", "user"),
+        ("session.updated", "handed_off"),
+        ("session.message.created", "assistant"),
+        ("session.message.created", "user"),
+        ("session.message.created", "team"),
+    ]
+    assert server.sessions.update(session, status="open").status == "open"
+    again = app.runs.create_and_wait(agent=agent, session=session, input="thanks!", timeout=30, end_user_token=token)
+    assert again.output.text == "Happy to help again."

@@ -26,6 +26,7 @@ COMPOSITES = {"create_and_wait", "create_and_run", "create_and_stream", "wait"}
 # Documented parameters a method doesn't take, with the reason.
 NOT_ARGUMENTS = {
     ("GET", "/v1/runs/{run_id}/events", "format"): "DRF's renderer switch; the client asks for text/event-stream",
+    ("GET", "/v1/sessions/{session_id}/events", "format"): "the same",
     ("POST", "/v1/runs", "stream"): "runs.create_and_stream sends it",
 }
 

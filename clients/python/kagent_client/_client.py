@@ -18,14 +18,13 @@ from kagent_client._resources import (
     Handoffs,
     KnowledgeSources,
     Secrets,
-    Sessions,
     Tickets,
     ToolDrafts,
     Tools,
     ToolSigningSecret,
     WebhookEndpoints,
 )
-from kagent_client._runs import AsyncRuns, SyncRuns
+from kagent_client._runs import AsyncRuns, AsyncSessions, SyncRuns, SyncSessions
 
 __version__ = "0.1.0"
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
@@ -86,7 +85,7 @@ class Client:
         self.tool_signing_secret: ToolSigningSecret[KObject, Page, Iterator[KObject]] = ToolSigningSecret(r)
         self.end_user_secret: EndUserSecret[KObject, Page, Iterator[KObject]] = EndUserSecret(r)
         self.egress_events: EgressEvents[KObject, Page, Iterator[KObject]] = EgressEvents(r)
-        self.sessions: Sessions[KObject, Page, Iterator[KObject]] = Sessions(r)
+        self.sessions = SyncSessions(r)
         self.runs = SyncRuns(r)
         self.tickets: Tickets[KObject, Page, Iterator[KObject]] = Tickets(r)
         self.handoffs: Handoffs[KObject, Page, Iterator[KObject]] = Handoffs(r)
@@ -137,7 +136,7 @@ class AsyncClient:
         self.tool_signing_secret: ToolSigningSecret[AO, AL, AI] = ToolSigningSecret(r)
         self.end_user_secret: EndUserSecret[AO, AL, AI] = EndUserSecret(r)
         self.egress_events: EgressEvents[AO, AL, AI] = EgressEvents(r)
-        self.sessions: Sessions[AO, AL, AI] = Sessions(r)
+        self.sessions = AsyncSessions(r)
         self.runs = AsyncRuns(r)
         self.tickets: Tickets[AO, AL, AI] = Tickets(r)
         self.handoffs: Handoffs[AO, AL, AI] = Handoffs(r)

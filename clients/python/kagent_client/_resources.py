@@ -371,6 +371,31 @@ class Sessions(Resource[O, L, I]):
             "/v1/sessions/{session_id}/messages", path_params={"session_id": session_id}, headers=_token(end_user_token)
         )
 
+    def write(
+        self,
+        session_id: str,
+        *,
+        role: str,
+        content: str,
+        author: str | NotGiven = NOT_GIVEN,
+        end_user_token: str | None = None,
+    ) -> O:
+        """A message written into the conversation (a live handoff): `role="team"` with its `author` (a person of
+        your team; secret key), or `role="user"` (the customer's words, for the team; never starts a run)."""
+        return self._obj(
+            "POST",
+            "/v1/sessions/{session_id}/messages",
+            given(role=role, content=content, author=author),
+            path_params={"session_id": session_id},
+            headers=_token(end_user_token),
+        )
+
+    def update(self, session_id: str, *, status: str) -> O:
+        """`status="open"` hands the conversation back to the agent; `"closed"` closes it (secret key)."""
+        return self._obj(
+            "PATCH", "/v1/sessions/{session_id}", {"status": status}, path_params={"session_id": session_id}
+        )
+
 
 class Runs(Resource[O, L, I]):
     """Runs of an agent (the endpoints; `Client.runs` and `AsyncClient.runs` add waiting, the client-tool loop

@@ -16,7 +16,7 @@ import httpx
 from kagent_client._errors import ApiError
 from kagent_client._http import NOT_GIVEN, AsyncRequester, Request, SyncRequester, connection_error
 from kagent_client._objects import Answer, Event, KObject, Page
-from kagent_client._resources import END_USER_TOKEN_HEADER, Runs
+from kagent_client._resources import END_USER_TOKEN_HEADER, Runs, Sessions
 from kagent_client._sse import SSEDecoder
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
@@ -81,12 +81,16 @@ def _arguments(call: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _events_request(run_id: str, last_event_id: str | None, end_user_token: str | None) -> Request:
+    return _stream_request("/v1/runs/{id}/events", run_id, last_event_id, end_user_token)
+
+
+def _stream_request(path: str, object_id: str, last_event_id: str | None, end_user_token: str | None) -> Request:
     headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
     if last_event_id:
         headers["Last-Event-ID"] = last_event_id
     if end_user_token:
         headers[END_USER_TOKEN_HEADER] = end_user_token
-    return Request("GET", "/v1/runs/{run_id}/events", path_params={"run_id": run_id}, headers=headers)
+    return Request("GET", path, path_params={"id": object_id}, headers=headers)
 
 
 def _stream_create_request(fields: dict[str, Any]) -> Request:
@@ -212,7 +216,7 @@ class SyncRuns(Runs[KObject, Page, Iterator[KObject]]):
         request = _stream_create_request(fields)
         run_id = None
         try:
-            with closing(self._read(self._r.send(request, stream=True), follow)) as events:
+            with closing(_read_sync(self._r.send(request, stream=True), follow)) as events:
                 for event in events:
                     if run_id is None and isinstance(event.data, KObject):
                         run_id = event.data.get("id")
@@ -228,36 +232,54 @@ class SyncRuns(Runs[KObject, Page, Iterator[KObject]]):
         self._r.sleep(follow.retry_ms / 1000)
         yield from self._follow(run_id, follow, fields.get("end_user_token") or None)
 
-    def _read(self, response: httpx.Response, follow: _Follow) -> Generator[Event, None, None]:
-        follow.start()
-        try:
-            for chunk in response.iter_bytes():
-                yield from follow.events(chunk)
-        finally:
-            response.close()
-
     def _follow(self, run_id: str, follow: _Follow, end_user_token: str | None) -> Iterator[Event]:
-        while True:
-            request = _events_request(run_id, follow.last_event_id, end_user_token)
-            received = False
-            try:
-                response = self._r.send(request, stream=True)
-                if response.status_code == 204:  # the run ended and every event is behind us: stop, as EventSource
-                    response.close()
-                    return
-                with closing(self._read(response, follow)) as events:
-                    for event in events:
-                        received = True
-                        yield event
-                        if event.event in CLOSING_EVENTS:
-                            return
-            except httpx.TransportError as error:  # the connection broke mid-stream
-                follow.failures += 1
-                if follow.failures > self._r.policy.max_retries:
-                    raise connection_error(request, error) from error
-            if not received and self.get(run_id, end_user_token=end_user_token).status in TERMINAL:
-                return  # resumed after the run's last event (a server that answers 200 rather than 204)
-            self._r.sleep(follow.retry_ms / 1000)
+        return _follow_sync(
+            self._r,
+            lambda last: _events_request(run_id, last, end_user_token),
+            follow,
+            ended=lambda: self.get(run_id, end_user_token=end_user_token).status in TERMINAL,
+        )
+
+
+def _read_sync(response: httpx.Response, follow: _Follow) -> Generator[Event, None, None]:
+    follow.start()
+    try:
+        for chunk in response.iter_bytes():
+            yield from follow.events(chunk)
+    finally:
+        response.close()
+
+
+def _follow_sync(
+    requester: SyncRequester,
+    request_for: Callable[[str | None], Request],
+    follow: _Follow,
+    *,
+    ended: Callable[[], bool],
+) -> Iterator[Event]:
+    """An event stream followed as a browser's EventSource does: resumed after the last event received when it
+    ends or breaks, until a closing event (a run's), a 204, or, when a stream brought nothing, `ended()`."""
+    while True:
+        request = request_for(follow.last_event_id)
+        received = False
+        try:
+            response = requester.send(request, stream=True)
+            if response.status_code == 204:  # everything is behind us and nothing will come: stop, as EventSource
+                response.close()
+                return
+            with closing(_read_sync(response, follow)) as events:
+                for event in events:
+                    received = True
+                    yield event
+                    if event.event in CLOSING_EVENTS:
+                        return
+        except httpx.TransportError as error:  # the connection broke mid-stream
+            follow.failures += 1
+            if follow.failures > requester.policy.max_retries:
+                raise connection_error(request, error) from error
+        if not received and ended():
+            return  # resumed after a run's last event (a server that answers 200 rather than 204)
+        requester.sleep(follow.retry_ms / 1000)
 
 
 class AsyncRuns(Runs[Awaitable[KObject], Awaitable[Page], AsyncIterator[KObject]]):
@@ -346,7 +368,7 @@ class AsyncRuns(Runs[Awaitable[KObject], Awaitable[Page], AsyncIterator[KObject]
         request = _stream_create_request(fields)
         run_id = None
         try:
-            async with aclosing(self._read(await self._r.send(request, stream=True), follow)) as events:
+            async with aclosing(_read_async(await self._r.send(request, stream=True), follow)) as events:
                 async for event in events:
                     if run_id is None and isinstance(event.data, KObject):
                         run_id = event.data.get("id")
@@ -363,34 +385,86 @@ class AsyncRuns(Runs[Awaitable[KObject], Awaitable[Page], AsyncIterator[KObject]
         async for event in self._follow(run_id, follow, fields.get("end_user_token") or None):
             yield event
 
-    async def _read(self, response: httpx.Response, follow: _Follow) -> AsyncGenerator[Event, None]:
-        follow.start()
-        try:
-            async for chunk in response.aiter_bytes():
-                for event in follow.events(chunk):
-                    yield event
-        finally:
-            await response.aclose()
+    def _follow(self, run_id: str, follow: _Follow, end_user_token: str | None) -> AsyncIterator[Event]:
+        async def ended() -> bool:
+            return (await self.get(run_id, end_user_token=end_user_token)).status in TERMINAL
 
-    async def _follow(self, run_id: str, follow: _Follow, end_user_token: str | None) -> AsyncIterator[Event]:
-        while True:
-            request = _events_request(run_id, follow.last_event_id, end_user_token)
-            received = False
-            try:
-                response = await self._r.send(request, stream=True)
-                if response.status_code == 204:
-                    await response.aclose()
-                    return
-                async with aclosing(self._read(response, follow)) as events:
-                    async for event in events:
-                        received = True
-                        yield event
-                        if event.event in CLOSING_EVENTS:
-                            return
-            except httpx.TransportError as error:
-                follow.failures += 1
-                if follow.failures > self._r.policy.max_retries:
-                    raise connection_error(request, error) from error
-            if not received and (await self.get(run_id, end_user_token=end_user_token)).status in TERMINAL:
+        return _follow_async(self._r, lambda last: _events_request(run_id, last, end_user_token), follow, ended=ended)
+
+
+async def _read_async(response: httpx.Response, follow: _Follow) -> AsyncGenerator[Event, None]:
+    follow.start()
+    try:
+        async for chunk in response.aiter_bytes():
+            for event in follow.events(chunk):
+                yield event
+    finally:
+        await response.aclose()
+
+
+async def _follow_async(
+    requester: AsyncRequester,
+    request_for: Callable[[str | None], Request],
+    follow: _Follow,
+    *,
+    ended: Callable[[], Awaitable[bool]],
+) -> AsyncIterator[Event]:
+    while True:
+        request = request_for(follow.last_event_id)
+        received = False
+        try:
+            response = await requester.send(request, stream=True)
+            if response.status_code == 204:
+                await response.aclose()
                 return
-            await self._r.sleep(follow.retry_ms / 1000)
+            async with aclosing(_read_async(response, follow)) as events:
+                async for event in events:
+                    received = True
+                    yield event
+                    if event.event in CLOSING_EVENTS:
+                        return
+        except httpx.TransportError as error:
+            follow.failures += 1
+            if follow.failures > requester.policy.max_retries:
+                raise connection_error(request, error) from error
+        if not received and await ended():
+            return
+        await requester.sleep(follow.retry_ms / 1000)
+
+
+# --- a conversation's events ---------------------------------------------------------------------------------------
+
+_SESSION_EVENTS = "/v1/sessions/{id}/events"
+
+
+class SyncSessions(Sessions[KObject, Page, Iterator[KObject]]):
+    _r: SyncRequester
+
+    def stream(
+        self, session_id: str, *, last_event_id: str | int | None = None, end_user_token: str | None = None
+    ) -> Iterator[Event]:
+        """The conversation's events as they happen (`session.message.created`, `session.updated`), for as long as
+        you read them: the stream is resumed after the last event received whenever it ends or breaks."""
+        follow = _Follow(None if last_event_id is None else str(last_event_id))
+        yield from _follow_sync(
+            self._r,
+            lambda last: _stream_request(_SESSION_EVENTS, session_id, last, end_user_token),
+            follow,
+            ended=lambda: False,
+        )
+
+
+class AsyncSessions(Sessions[Awaitable[KObject], Awaitable[Page], AsyncIterator[KObject]]):
+    _r: AsyncRequester
+
+    async def stream(
+        self, session_id: str, *, last_event_id: str | int | None = None, end_user_token: str | None = None
+    ) -> AsyncIterator[Event]:
+        follow = _Follow(None if last_event_id is None else str(last_event_id))
+
+        async def never() -> bool:
+            return False
+
+        request_for = lambda last: _stream_request(_SESSION_EVENTS, session_id, last, end_user_token)  # noqa: E731
+        async for event in _follow_async(self._r, request_for, follow, ended=never):
+            yield event
