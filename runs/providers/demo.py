@@ -1,6 +1,6 @@
 """`demo`: a small deterministic offline model for the embedded default and demos (`bin/run`, the chat widget). It
-picks a tool by word overlap with the tools' names and descriptions, fills arguments from the schema, and says it is
-a demo.
+hands the conversation to the team when the customer asks for a person (in English or Arabic), else picks a tool by
+word overlap with the tools' names and descriptions, fills arguments from the schema, and says it is a demo.
 
 It answers a tool result as a person would, in the customer's language: plain sentences of what the result says,
 never its JSON, K-Agent's ids or the notes a result carries for the model ("Tell the customer…"); a failure as a
@@ -90,6 +90,106 @@ def demo_pick_tool(user_text: str, tools: Sequence[ToolDefinition]) -> ToolDefin
         if score >= DEMO_THRESHOLD and (best is None or (-score, tool.name) < best):
             best, chosen = (-score, tool.name), tool
     return chosen
+
+
+# --- asking for a person ----------------------------------------------------------------------------------------
+
+# How people ask for a person, read on words (`_words_and_forms`), never with an expression: the user's words are
+# anyone's, and each of them is read a bounded number of times. Written as people write them; folded at import as
+# the words are (أ/إ/آ are ا, ة is ه, case ignored).
+# Enough on their own: said to a bot only to get past it.
+_ASKS_ALONE = """
+human | humans | representative | representatives | real person | real people | live agent | live person
+customer service | customer support | customer care | member of staff | staff member | team member
+إنسان | بشري | بشر | موظف | موظفة | موظفين | موظفا | خدمة العملاء | فريق الدعم | ممثل خدمة
+التحدث مع | أتحدث مع | الحديث مع | أتكلم مع | التكلم مع | مع أحد | أكلم أحد | أكلم حد | كلمني أحد | كلمني حد
+"""
+# A person, when a request word is near ("I want to talk to a person"; "price per person" is no request). Not
+# "people" ("seats for 4 people"), أحد (الأحد is Sunday) nor حد (الحد is a limit): they are asked for in phrases above.
+_PERSON_WORDS = """
+person | someone | somebody | anyone | anybody | agent | agents | staff | operator | employee | manager
+supervisor | rep | advisor | adviser | colleague
+شخص | شخصا | أشخاص | مسؤول | مسئول | مدير | ممثل
+"""
+_REQUEST_WORDS = """
+talk | talking | speak | speaking | chat | chatting | connect | transfer | reach | contact | want | wanna | need | get
+give | ask | let | like | prefer | request | escalate | put | pass | hand | call | see | help | please | pls | plz
+أريد | أبي | أبغى | أبغا | بدي | ودي | أود | ممكن | أحتاج | التحدث | أتحدث | تحدث | الحديث | أكلم | كلم | كلمني
+تكلم | أتكلم | التكلم | حولني | حولوني | تحويل | حول | وصلني | وصلوني | التواصل | أتواصل | تواصل | مع | أطلب | فضلك
+سمحت
+"""
+# "per person", "each person", "لكل شخص": a count, not a person asked for.
+_COUNTING_WORDS = "per | each | every | كل"
+_REQUEST_REACH = 4  # words between a request word and the person it asks for, either side
+_SHORT_MESSAGE = 2  # "agent", "a person", "شخص": a message this short asks for what it names
+
+
+def _folded(text: str) -> list[tuple[str, ...]]:
+    phrases = (phrase.split() for phrase in text.replace("\n", "|").split("|"))
+    return [tuple(normalize_arabic(word) for word in phrase) for phrase in phrases if phrase]
+
+
+def _by_first_word(phrases: list[tuple[str, ...]]) -> dict[str, tuple[tuple[str, ...], ...]]:
+    grouped: dict[str, list[tuple[str, ...]]] = {}
+    for phrase in phrases:
+        grouped.setdefault(phrase[0], []).append(phrase)
+    return {first: tuple(group) for first, group in grouped.items()}
+
+
+_ALONE: Final = _by_first_word(_folded(_ASKS_ALONE))
+_ALONE_FIRST_WORDS: Final = frozenset(_ALONE)
+_PERSON: Final = frozenset(word for (word,) in _folded(_PERSON_WORDS))
+_REQUEST: Final = frozenset(word for (word,) in _folded(_REQUEST_WORDS))
+_COUNTING: Final = frozenset(word for (word,) in _folded(_COUNTING_WORDS))
+
+
+def _forms(word: str) -> frozenset[str]:
+    """A folded word and, in Arabic, the word without the particles written onto it: وبالموظف is also بالموظف,
+    الموظف and موظف; للموظف is also موظف."""
+    forms = {word}
+    if word[:1] in ("و", "ف") and len(word) > 3:
+        forms.add(word[1:])
+    for form in list(forms):
+        if form[:1] in ("ب", "ل", "ك") and len(form) > 3:
+            forms.add(form[1:])
+    for form in list(forms):
+        if form[:2] in ("ال", "لل") and len(form) > 4:
+            forms.add(form[2:])
+    return frozenset(forms)
+
+
+def _words_and_forms(text: str) -> list[frozenset[str]]:
+    # linear: _WORD_RE is one character class, repeated.
+    return [_forms(word) for word in _WORD_RE.findall(normalize_arabic(text))]
+
+
+def _starts_phrase(words: list[frozenset[str]], at: int, phrase: tuple[str, ...]) -> bool:
+    return at + len(phrase) <= len(words) and all(word in words[at + i] for i, word in enumerate(phrase))
+
+
+def demo_asks_for_a_person(text: str) -> bool:
+    """Whether `text` asks for a person of the team, in English or Arabic: "I want to talk to a person", "a real
+    human", "can someone help", "أريد التحدث مع موظف", "خدمة العملاء". Linear in the words of `text`."""
+    words = _words_and_forms(text)
+    for at, forms in enumerate(words):
+        for first in forms & _ALONE_FIRST_WORDS:
+            if any(_starts_phrase(words, at, phrase) for phrase in _ALONE[first]):
+                return True
+        if not forms & _PERSON or (at and words[at - 1] & _COUNTING):
+            continue
+        if len(words) <= _SHORT_MESSAGE:
+            return True
+        near = range(max(0, at - _REQUEST_REACH), min(len(words), at + _REQUEST_REACH + 1))
+        if any(words[i] & _REQUEST for i in near if i != at):
+            return True
+    return False
+
+
+def _handoff_tool(user_text: str, tools: Sequence[ToolDefinition]) -> ToolDefinition | None:
+    """The handoff built-in when the customer asks for a person and the agent has it: before any other tool (a
+    starter rule: "When the customer asks for a person, hand over straight away")."""
+    tool = next((t for t in tools if t.name == TRANSFER_TO_HUMAN.name), None)
+    return tool if tool is not None and demo_asks_for_a_person(user_text) else None
 
 
 def _numbers(text: str) -> list[str]:
@@ -527,7 +627,7 @@ def demo_complete(request: ModelRequest) -> ModelResponse:
     )
     if last_user >= 0 and request.tools and request.tool_choice == "auto" and not already_called:
         user_text = request.messages[last_user].content
-        tool = demo_pick_tool(user_text, request.tools)
+        tool = _handoff_tool(user_text, request.tools) or demo_pick_tool(user_text, request.tools)
         if tool is not None:
             arguments = json.dumps(demo_arguments(tool, user_text), sort_keys=True, ensure_ascii=False)
             turn = sum(1 for m in request.messages if m.role == "assistant")

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
+from desk.models import Handoff
 from runs import providers, truth
 from runs.engine import FAILURE_BANNER
 from runs.llm import Message, ToolCallRequest, ToolDefinition
+from runs.models import Run
+from tests.runs.conftest import VERIFIED
 from tests.runs.providers.conftest import ORDER_STATUS, TICKET, TRANSFER, make_request, only_call, user
+from tests.runs.test_live_answer import answer_events, shown_after_last_reset
 
 DEMO = {"provider": "demo"}
 TRACK = ToolDefinition(
@@ -417,3 +423,108 @@ def test_demo_answers_plainly_after_the_guard_pushes_an_answer_back() -> None:
     assert response.tool_calls == ()
     assert response.text == "(Demo model) I'm sorry, I can't confirm that right now."
     assert truth.unverified_claims(response.text, facts()) == []
+
+
+# --- asking for a person ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        "I want to talk to a person",
+        "Let me talk to a human",
+        "HUMAN",
+        "agent",
+        "Can I speak with someone please?",
+        "I need an agent",
+        "Is there a real person I can talk to?",
+        "talk to somebody",
+        "Get me a representative",
+        "I'd like to speak to staff",
+        "connect me with customer service",
+        "Transfer me to your manager now",
+        "موظف",
+        "أريد التحدث مع موظف",
+        "أريد التحدث مع أحد",
+        "ابي اكلم شخص",
+        "هل يمكنني التحدث إلى إنسان؟",
+        "أريد موظفًا بشريًا",
+        "بدي احكي مع ممثل خدمة العملاء",
+        "خدمة العملاء",
+        "حولني لشخص من فضلك",
+    ],
+)
+def test_demo_hands_off_when_the_customer_asks_for_a_person(words: str) -> None:
+    response = providers.complete(make_request(DEMO, [user(words)], tools=(ORDER_STATUS, TICKET, TRANSFER)))
+
+    assert only_call(response) == ("transfer_to_human", {"reason_type": "customer_requested", "summary": words})
+
+
+def test_asking_for_a_person_comes_before_any_other_tool() -> None:
+    words = "I want to talk to a person about my order 8812"
+    response = providers.complete(make_request(DEMO, [user(words)], tools=(ORDER_STATUS, TICKET, TRANSFER)))
+
+    assert only_call(response)[0] == "transfer_to_human"
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        "Where is my order 8812?",
+        "How much is the tour per person?",
+        "someone stole my parcel",
+        "أريد التوصيل يوم الأحد",
+        "ما هو الحد الأقصى للطلب؟",
+        "Hello! How are you today?",
+    ],
+)
+def test_demo_does_not_hand_off_what_asks_for_no_person(words: str) -> None:
+    response = providers.complete(make_request(DEMO, [user(words)], tools=(ORDER_STATUS, TICKET, TRANSFER)))
+
+    assert all(call.name != "transfer_to_human" for call in response.tool_calls)
+
+
+def test_demo_without_the_handoff_tool_does_not_invent_one() -> None:
+    response = providers.complete(make_request(DEMO, [user("I want to talk to a person")], tools=(ORDER_STATUS,)))
+
+    assert response.tool_calls == ()
+    assert "order status" in response.text and "order_status" not in response.text
+
+
+def test_demo_reads_a_hostile_request_for_a_person_in_linear_time() -> None:
+    for hostile in ("person " * 20_000, "talk " * 20_000 + "someone", "مع " * 20_000, "ب" * 100_000, "x" * 100_000):
+        started = time.monotonic()
+        providers.complete(make_request(DEMO, [user(hostile)], tools=(ORDER_STATUS, TRANSFER)))
+        assert time.monotonic() - started < 2, hostile[:20]
+
+
+# --- through the engine, as bin/run's demo and the chat widget use it ---------------------------------------------
+
+
+def demo_run(h: Any, name: str, words: str, *, tools: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A run of a demo agent in a session of a signed-in customer, followed (as the widget follows it)."""
+    agent = h.agent(name, model={"provider": "demo"}, tools=tools)
+    session = h.session(agent, **VERIFIED)
+    run_id = h.start(agent, words, session=session, **VERIFIED)["id"]
+    Run.objects.filter(pk=run_id).update(followed_until=timezone.now() + timedelta(minutes=5))
+    return h.drive(run_id)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("words", "says"),
+    [
+        ("I want to talk to a person", "I've passed this to a person from the team; they'll continue here."),
+        ("أريد التحدث مع موظف", "حوّلت محادثتك إلى شخص من الفريق، وسيكمل معك هنا."),
+    ],
+)
+def test_a_customer_who_asks_for_a_person_is_handed_off_and_told_so_plainly(h: Any, words: str, says: str) -> None:
+    run = demo_run(h, "demo-handoff", words)
+
+    assert run["status"] == "completed", run
+    assert run["output"] == {"text": f"(Demo model) {says}", "unverified_claims": []}
+    assert_plain(run["output"]["text"])
+    handoff = Handoff.objects.get()
+    assert handoff.reason_type == "customer_requested" and handoff.summary == words
+    assert handoff.id not in run["output"]["text"]
+    assert shown_after_last_reset(answer_events(h, run["id"])) == run["output"]["text"]
