@@ -612,12 +612,19 @@ def _demo_text(request: ModelRequest, last_user: int) -> str:
     )
 
 
+def _word_pieces(text: str) -> list[str]:
+    """`text` in word-sized pieces, each word with the space after it: joined, exactly `text`."""
+    words = text.split(" ")
+    return [word + " " for word in words[:-1]] + [words[-1]]
+
+
 def _word_count(text: str) -> int:
     return len(text.split())
 
 
 def demo_complete(request: ModelRequest) -> ModelResponse:
-    """The offline demo model: deterministic, at most one tool call per user turn, and honest about being a demo."""
+    """The offline demo model: deterministic, at most one tool call per user turn, and honest about being a demo.
+    Its text reaches the request's sink word by word, as a streamed answer does, with no wait between the words."""
     last_user = max((i for i, m in enumerate(request.messages) if m.role == "user"), default=-1)
     input_tokens = _word_count(request.system) + sum(_word_count(m.content) for m in request.messages)
     # At most one tool per user turn: once this turn has called a tool, the next answer is the summary. An answer
@@ -639,6 +646,9 @@ def demo_complete(request: ModelRequest) -> ModelResponse:
                 model_name=DEMO_MODEL_NAME,
             )
     text = f"{DEMO_PREFIX} {_demo_text(request, last_user)}"
+    if request.sink is not None:
+        for piece in _word_pieces(text):
+            request.sink.text(piece)
     return ModelResponse(
         text=text, usage=Usage(input_tokens=input_tokens, output_tokens=_word_count(text)), model_name=DEMO_MODEL_NAME
     )

@@ -3,6 +3,7 @@ sentences the truthfulness guard verifies, never a result's JSON, K-Agent's ids 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from datetime import timedelta
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from desk.models import Handoff
+from desk.models import Handoff, Ticket
 from runs import providers, truth
 from runs.engine import FAILURE_BANNER
 from runs.llm import Message, ToolCallRequest, ToolDefinition
@@ -498,6 +499,51 @@ def test_demo_reads_a_hostile_request_for_a_person_in_linear_time() -> None:
         assert time.monotonic() - started < 2, hostile[:20]
 
 
+# --- streamed -----------------------------------------------------------------------------------------------------
+
+
+class RecordingSink:
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+
+    def text(self, delta: str) -> None:
+        self.pieces.append(delta)
+
+    def restart(self) -> None:
+        raise AssertionError("the demo model never fails an attempt")
+
+
+def test_demo_streams_its_answer_word_by_word() -> None:
+    sink = RecordingSink()
+    conversation = [
+        user("I want to talk to a person"),
+        Message(role="assistant", tool_calls=(ToolCallRequest(id="c1", name="transfer_to_human", arguments="{}"),)),
+        Message(role="tool", tool_call_id="c1", name="transfer_to_human", content=json.dumps(HANDED_OFF)),
+    ]
+    request = dataclasses.replace(make_request(DEMO, conversation), sink=sink)
+
+    response = providers.complete(request)
+
+    assert "".join(sink.pieces) == response.text
+    assert len(sink.pieces) == len(response.text.split())
+    assert all(len(piece.split()) == 1 for piece in sink.pieces)
+    # Released by the guard sentence by sentence as the words arrive, the whole answer once it is verified.
+    stream = truth.AnswerStream(facts(handoff=True))
+    shown = "".join(stream.feed(piece) for piece in sink.pieces)
+    end = stream.finish()
+    assert end.claims == [] and shown + end.delta == response.text
+
+
+def test_demo_streams_nothing_when_it_calls_a_tool() -> None:
+    sink = RecordingSink()
+    request = dataclasses.replace(make_request(DEMO, [user("I want a human")]), sink=sink)
+
+    response = providers.complete(request)
+
+    assert only_call(response)[0] == "transfer_to_human"
+    assert sink.pieces == []
+
+
 # --- through the engine, as bin/run's demo and the chat widget use it ---------------------------------------------
 
 
@@ -528,3 +574,21 @@ def test_a_customer_who_asks_for_a_person_is_handed_off_and_told_so_plainly(h: A
     assert handoff.reason_type == "customer_requested" and handoff.summary == words
     assert handoff.id not in run["output"]["text"]
     assert shown_after_last_reset(answer_events(h, run["id"])) == run["output"]["text"]
+
+
+@pytest.mark.django_db
+def test_a_ticket_answer_carries_the_tickets_number_and_streams_verified_sentences(h: Any) -> None:
+    tools = {"builtin": {"create_ticket": {"enabled": True}}}
+    run = demo_run(h, "demo-ticket", "Please open a ticket: my parcel arrived damaged", tools=tools)
+
+    ticket = Ticket.objects.get()
+    assert run["status"] == "completed", run
+    assert run["output"] == {
+        "text": f"(Demo model) I've opened ticket {ticket.display_number} for you, and the team will follow up on "
+        "it. Please keep this number.",
+        "unverified_claims": [],
+    }
+    assert_plain(run["output"]["text"])
+    got = answer_events(h, run["id"])
+    assert [e["event"] for e in got] == ["run.output.delta"] * len(got) and len(got) == 2  # sentence by sentence
+    assert shown_after_last_reset(got) == run["output"]["text"]
