@@ -171,10 +171,18 @@ def panel_send(request: MemberRequest, agent_id: str) -> HttpResponse:
         )
     except ApiError as exc:
         _save_state(request, agent, state)
+        if exc.code == "session_handed_off":  # said for the panel, not for an app
+            exc = ApiError(exc.code, HANDED_OFF_IN_PANEL, status=409)
         problems = problems_from(exc, PANEL_FIELDS)
         return _panel(request, agent, panel_problems=problems, panel_message=message, panel_customer=customer)
     _save_state(request, agent, state)
     return _panel(request, agent, panel_focus=True)
+
+
+HANDED_OFF_IN_PANEL = (
+    "The team holds this test conversation since its real handoff, so the agent keeps quiet: hand it back on the "
+    "desk, or start a new conversation."
+)
 
 
 @member_page("POST")

@@ -496,6 +496,30 @@ def test_panel_runs_the_draft_as_a_test_and_answers_a_client_tool(alice, fake_ll
     assert latest.session_id != session.pk and latest.run_real_actions and latest.end_user_id is None
 
 
+def test_panel_says_why_the_agent_keeps_quiet_after_a_real_handoff(alice, fake_llm):
+    fake_llm.script(
+        "panel-handoff",
+        [calls(("transfer_to_human", {"reason_type": "complaint", "summary": "x"})), text("The team has it.")],
+    )
+    agent = agent_create(
+        project=alice.project,
+        name="Front desk",
+        config={
+            "model": {"provider": "openai_compatible", "name": "script:panel-handoff"},
+            "tools": {"allow_anonymous_actions": True},
+        },
+    )
+    client = signed_in(alice)
+    sent = {"message": "a person please", "run_real_actions": "on"}
+    client.post(f"/agents/{agent.pk}/panel/send/", sent, HTTP_HX_REQUEST="true")
+    engine.run_execute(Run.objects.get(agent=agent).pk)
+    assert Run.objects.get(agent=agent).session.status == "handed_off"
+    again = client.post(f"/agents/{agent.pk}/panel/send/", {"message": "hello?"}, HTTP_HX_REQUEST="true")
+    assert "The team holds this test conversation" in again.content.decode()
+    assert "/v1/sessions" not in again.content.decode()  # said for the panel, not for an app
+    assert Run.objects.filter(agent=agent).count() == 1
+
+
 # --- runs, the desk, the egress log -------------------------------------------------------------------------------
 
 
