@@ -37,7 +37,7 @@ from kagent.openapi import empty_is_unset, list_of
 from runs import selectors, services, streams
 from runs.identity import EndUserClaim
 from runs.models import Run, RunStep, ToolCall
-from runs.resources import MESSAGE, MODEL_STEP, RUN, RUN_STEP, SESSION, TOOL_CALL_STEP
+from runs.resources import MESSAGE, MODEL_STEP, RUN, RUN_STEP, SESSION, TOOL_CALL_STEP, for_browser
 
 MAX_INPUT = 20_000
 MAX_WAIT = 30.0
@@ -440,9 +440,10 @@ def _idempotency(request: HttpRequest, key: ApiKey, data: Any) -> services.Idemp
     return services.Idempotency(raw, salted_hmac(_IDEMPOTENCY_SALT, canonical, algorithm="sha256").hexdigest())
 
 
-def _deliver(run: Run) -> dict[str, Any]:
-    """The run as the caller sees it; a `store: false` run's content is deleted once its result was returned."""
-    rendered = RUN.render(run)
+def _deliver(run: Run, key: ApiKey) -> dict[str, Any]:
+    """The run as the caller sees it (a browser: `last_error` in neutral words); a `store: false` run's content is
+    deleted once its result was returned."""
+    rendered = RUN.render(run) if key.is_secret else for_browser(RUN.render(run))
     if not run.store and run.status in Run.TERMINAL and run.purged_at is None:
         services.run_purge(run=run)
     return rendered
@@ -521,11 +522,11 @@ class RunCreateApi(ProjectApi):
                 run.refresh_from_db()
             except OUTAGES:  # the run is committed: answer it as created rather than with an error to retry
                 settled = False
-            response = Response(_deliver(run), status=status.HTTP_200_OK if settled else status.HTTP_201_CREATED)
+            response = Response(_deliver(run, key), status=status.HTTP_200_OK if settled else status.HTTP_201_CREATED)
             if not settled:
                 response["Retry-After"] = "1"  # not settled (yet, or no place to wait): read it again with GET
         else:
-            response = Response(_deliver(run), status=status.HTTP_201_CREATED)
+            response = Response(_deliver(run, key), status=status.HTTP_201_CREATED)
         if replayed:
             response["Idempotent-Replayed"] = "true"
         return response
@@ -576,7 +577,7 @@ class RunDetailApi(ProjectApi):
             project=self.project, run_id=run_id, key=self.api_key, end_user_token=end_user_token(request)
         )
         services.run_expire_if_due(run=run)
-        return Response(_deliver(run))
+        return Response(_deliver(run, self.api_key))
 
 
 EVENTS_DESCRIPTION = (
@@ -708,7 +709,7 @@ class RunCancelApi(ProjectApi):
         run = selectors.run_get(
             project=self.project, run_id=run_id, key=self.api_key, end_user_token=end_user_token(request)
         )
-        return Response(_deliver(services.run_cancel(run=run, reason="requested")))
+        return Response(_deliver(services.run_cancel(run=run, reason="requested"), self.api_key))
 
 
 # --- lists of runs and sessions -------------------------------------------------------------------------------
@@ -789,7 +790,7 @@ class RunListCreateApi(RunCreateApi):
             end_user_token=end_user_token(request),
             **run_filters(request.query_params),
         )
-        return Response(paginate(request, runs, _deliver))
+        return Response(paginate(request, runs, lambda run: _deliver(run, self.api_key)))
 
 
 class SessionListCreateApi(SessionCreateApi):

@@ -275,3 +275,24 @@ TOOL_CALL_STEP: Resource[ToolCall] = Resource(
 )
 
 RUN_STEP = component("RunStep", {"oneOf": [MODEL_STEP.ref, TOOL_CALL_STEP.ref]})
+
+
+# What a browser (a publishable key) is told of a failed run: the code and neutral words. The message the business
+# reads with its secret key may name its model's host, its secret's name, an upstream's status: not for visitors.
+BROWSER_ERROR_MESSAGES = {
+    "model_error": "The assistant could not answer just now. Please try again.",
+    "tool_outputs_expired": "The app did not answer in time.",
+    "internal_error": "Something went wrong on our side.",
+}
+
+
+def for_browser(rendered: dict[str, Any]) -> dict[str, Any]:
+    """A rendered run as a publishable key is shown it: `last_error.message` in neutral words."""
+    error = rendered.get("last_error")
+    if isinstance(error, dict):
+        code = str(error.get("code"))
+        rendered["last_error"] = {
+            "code": code,
+            "message": BROWSER_ERROR_MESSAGES.get(code, BROWSER_ERROR_MESSAGES["internal_error"]),
+        }
+    return rendered

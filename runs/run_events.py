@@ -36,7 +36,7 @@ from hooks.models import WebhookEndpoint
 from kagent.ids import new_id
 from kagent.sql import execute
 from runs.models import Run, RunEvent, RunStep, ToolCall
-from runs.resources import MODEL_STEP, RUN, TOOL_CALL_STEP
+from runs.resources import MODEL_STEP, RUN, TOOL_CALL_STEP, for_browser
 from runs.webhook_events import run_data
 from tools import builtins
 
@@ -273,5 +273,6 @@ def after(run_id: str, last_id: int, *, full_steps: bool) -> list[Event]:
         else:
             as_then = copy.copy(run)
             as_then.status = STATUS_OF[row.type]
-            events.append(Event(row.id, row.type, RUN.render(as_then)))
+            rendered = RUN.render(as_then)
+            events.append(Event(row.id, row.type, rendered if full_steps else for_browser(rendered)))
     return events

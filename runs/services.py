@@ -232,6 +232,13 @@ def run_create(
         raise Unprocessable("invalid_request", "run_real_actions applies to sandbox runs only.")
     if sandbox and api_key is not None and not api_key.is_secret:
         raise ApiError("sandbox_requires_secret_key", "Sandbox runs need a secret key (or the dashboard).", status=403)
+    if version is not None and api_key is not None and not api_key.is_secret:
+        # Visitors run what the business published last: an older version's prompt and tools are superseded.
+        raise ApiError(
+            "version_pin_requires_secret_key",
+            "Pinning a version needs a secret key; a publishable key runs the latest published version.",
+            status=403,
+        )
 
     what = _what_runs(project, agent_id, version, sandbox)
     identity = identity_resolve(project=project, api_key=api_key, end_user=end_user, end_user_token=end_user_token)

@@ -44,9 +44,14 @@ def test_a_model_base_url_on_our_network_is_a_code_not_a_map(h, egress_settings,
 
     run = read_as_browser(h, run_id)
     assert run["status"] == "failed" and run["last_error"]["code"] == "model_error"
-    message = run["last_error"]["message"]
+    # A visitor is told the assistant couldn't answer; not the model's host, not the secret's name.
+    assert run["last_error"]["message"] == "The assistant could not answer just now. Please try again."
+    assert host not in json.dumps(run) and '"K"' not in json.dumps(run["last_error"])
+    # The business, with its secret key, reads the code to act on: never an address of ours.
+    business = h.get(run_id)
+    message = business["last_error"]["message"]
     assert "address_not_allowed" in message
-    assert not [detail for detail in NETWORK_DETAIL if detail in json.dumps(run)], message
+    assert not [detail for detail in NETWORK_DETAIL if detail in json.dumps(business)], message
     # The full reason is the operator's: in the egress log and the server log.
     event = EgressEvent.objects.get(project=h.tenant.project, purpose="model")
     assert (event.code, event.resolved_address) == ("address_not_allowed", address)
@@ -58,7 +63,11 @@ def test_the_operator_endpoints_error_body_stays_in_the_server_log(h, caplog):
     agent = h.agent("operator-body", [text("never", faults=[Fault(status=400, body=body)])])
     with caplog.at_level(logging.WARNING):
         run = h.drive(h.start(agent, key=h.tenant.publishable_key)["id"])
-    run = read_as_browser(h, run["id"])
+    assert read_as_browser(h, run["id"])["last_error"] == {
+        "code": "model_error",
+        "message": "The assistant could not answer just now. Please try again.",
+    }
+    run = h.get(run["id"])
     assert run["last_error"]["code"] == "model_error"
     assert "internal.corp" not in run["last_error"]["message"] and "vllm" not in run["last_error"]["message"]
     assert run["last_error"]["message"] == "The model could not answer: the default model service answered HTTP 400"
@@ -127,3 +136,26 @@ def test_every_egress_code_has_a_tenant_code_and_neutral_words(code, shown):
     assert tenant_code(code) == shown
     assert tenant_message(error).startswith(f"{shown}: ")
     assert "10." not in tenant_message(error) and "redis" not in tenant_message(error)
+
+
+def test_a_browser_follows_a_failed_run_without_its_detail(h):
+    """The event stream a publishable key follows says the same neutral words as a read."""
+    from tests.runs.test_run_events import events
+
+    agent = h.agent("stream-fail", [text("never", faults=[Fault(status=400, body="{}")])])
+    run_id = h.start(agent, key=h.tenant.publishable_key)["id"]
+    h.drive(run_id)
+    [failed] = [e for e in events(h.tenant.client(h.tenant.publishable_key), run_id) if e["event"] == "run.failed"]
+    assert failed["data"]["last_error"]["message"] == "The assistant could not answer just now. Please try again."
+    [failed] = [e for e in events(h.api, run_id) if e["event"] == "run.failed"]
+    assert "HTTP 400" in failed["data"]["last_error"]["message"]
+
+
+def test_a_publishable_key_runs_the_latest_version_only(h):
+    agent = h.agent("pinned-old", [text("v1"), text("v2")])
+    assert h.api.post(f"/v1/agents/{agent}/publish", {}, format="json").status_code == 201
+    refused = h.tenant.client(h.tenant.publishable_key).post(
+        "/v1/runs", {"agent": agent, "input": "hi", "version": 1}, format="json"
+    )
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "version_pin_requires_secret_key"
+    assert h.start(agent, version=1)["version"] == 1  # the business's own server may pin
