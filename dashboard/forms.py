@@ -20,7 +20,8 @@ class EmailLoginForm(AuthenticationForm):
         return str(self.cleaned_data["username"]).strip().lower()
 
     def clean(self) -> dict[str, Any]:
-        """Sign-in throttled per account and per address (KAGENT_SIGNIN_FAILURES failures in 15 minutes), with the
+        """Sign-in throttled per account and address and per address (KAGENT_SIGNIN_FAILURES failures in 15 minutes;
+        the account from every address: KAGENT_SIGNIN_ACCOUNT_FAILURES), with the
         same answer whether the account exists or not; the password isn't even checked while throttled."""
         email = str(self.cleaned_data.get("username") or "")
         address = client_address(self.request) if self.request is not None else ""
@@ -36,7 +37,7 @@ class EmailLoginForm(AuthenticationForm):
         except forms.ValidationError:
             throttle.signin_failed(email, address)
             raise
-        throttle.signin_succeeded(email)
+        throttle.signin_succeeded(email, address)
         return cleaned
 
 

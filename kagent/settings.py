@@ -223,6 +223,7 @@ KAGENT_API_RATE_SECRET = int(os.environ.get("KAGENT_API_RATE_SECRET", "1200"))
 KAGENT_API_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_API_RATE_PUBLISHABLE", "300"))
 KAGENT_RUN_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_RUN_RATE_PUBLISHABLE", "60"))
 KAGENT_SIGNIN_FAILURES = int(os.environ.get("KAGENT_SIGNIN_FAILURES", "10"))
+KAGENT_SIGNIN_ACCOUNT_FAILURES = int(os.environ.get("KAGENT_SIGNIN_ACCOUNT_FAILURES", "100"))
 # What one member may do a minute in a project's dashboard that reaches outside or spends on the model.
 KAGENT_DASHBOARD_ACTIONS = int(os.environ.get("KAGENT_DASHBOARD_ACTIONS", "60"))
 # Run event streams (`GET /v1/runs/{id}/events`) an API key may hold open at once, and `POST /v1/runs` waits.

@@ -111,16 +111,24 @@ def dashboard_action(project_id: str, user_id: int) -> None:
 SIGNIN_WINDOW = 15 * MINUTE
 
 
-def _signin_keys(email: str, address: str) -> tuple[str, str]:
+def _signin_counts(email: str, address: str) -> tuple[tuple[str, int], ...]:
+    """What a failed sign-in counts against, with each one's limit: the account from this address, the address (one
+    address trying many accounts), and the account from anywhere with a ceiling far above (so failures from one
+    address never lock the account for its owner elsewhere, and many addresses still can't guess on for ever)."""
     account = hashlib.sha256(email.strip().lower().encode()).hexdigest()[:32]
-    return f"signin:account:{account}", f"signin:address:{address}"
+    limit = settings.KAGENT_SIGNIN_FAILURES
+    return (
+        (f"signin:account:{account}:{address}", limit),
+        (f"signin:address:{address}", limit),
+        (f"signin:account:{account}", settings.KAGENT_SIGNIN_ACCOUNT_FAILURES),
+    )
 
 
 def signin_wait(email: str, address: str) -> int | None:
-    """Seconds until another sign-in may be tried, when the account or the address failed too often recently —
-    whether or not the account exists, so the answer tells nothing about it."""
-    limit = settings.KAGENT_SIGNIN_FAILURES
-    for key in _signin_keys(email, address):
+    """Seconds until another sign-in may be tried, when the account from this address, the address, or the account
+    from everywhere failed too often recently — whether or not the account exists, so the answer tells nothing
+    about it."""
+    for key, limit in _signin_counts(email, address):
         if peek(key, window_s=SIGNIN_WINDOW) >= limit:
             _, ends = _window(key, SIGNIN_WINDOW, time.time())
             return max(1, math.ceil(ends - time.time()))
@@ -128,11 +136,12 @@ def signin_wait(email: str, address: str) -> int | None:
 
 
 def signin_failed(email: str, address: str) -> None:
-    for key in _signin_keys(email, address):
-        count(key, limit=settings.KAGENT_SIGNIN_FAILURES, window_s=SIGNIN_WINDOW)
+    for key, limit in _signin_counts(email, address):
+        count(key, limit=limit, window_s=SIGNIN_WINDOW)
 
 
-def signin_succeeded(email: str) -> None:
-    """The account's count starts over (the address's doesn't: one address trying many accounts stays counted)."""
-    account_key, _ = _signin_keys(email, "")
-    clear(account_key, window_s=SIGNIN_WINDOW)
+def signin_succeeded(email: str, address: str) -> None:
+    """The account's counts start over (the address's doesn't: one address trying many accounts stays counted)."""
+    this_address, _, everywhere = _signin_counts(email, address)
+    for key, _limit in (this_address, everywhere):
+        clear(key, window_s=SIGNIN_WINDOW)
