@@ -7,6 +7,7 @@ from typing import Any
 from agents.config import AGENT_CONFIG_SCHEMA
 from agents.models import Agent, AgentVersion, KnowledgeSource
 from agents.selectors import VersionDiff
+from kagent.egress import shown_code
 from kagent.openapi import component
 from kagent.rendering import Const, Field, Resource, Timestamp, unix
 
@@ -68,7 +69,7 @@ def _fetch(source: KnowledgeSource) -> dict[str, Any] | None:
     return {
         "status": source.last_fetch_status or None,
         "at": unix(source.last_fetch_at),
-        "error_code": source.last_fetch_error or None,
+        "error_code": shown_code(source.last_fetch_error) or None,
         "http_status": source.last_fetch_http_status,
         "queued": source.fetch_queued_at is not None,
         "next_at": unix(source.next_fetch_at),

@@ -32,7 +32,7 @@ from django.utils import timezone
 from hooks import outbox
 from hooks.models import EVENT_TYPES, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from kagent import broker, crypto
-from kagent.egress import USER_AGENT, EgressClient, EgressError, destination_check, get_client
+from kagent.egress import USER_AGENT, EgressClient, EgressError, destination_check, get_client, shown_code
 from kagent.errors import Conflict, NotFound, Unprocessable
 from kagent.inputs import UNSET, is_set
 from kagent.masking import mask_secrets
@@ -315,7 +315,7 @@ def _send(endpoint: WebhookEndpoint, event: WebhookEvent, client: EgressClient, 
     except EgressError as exc:
         if exc.status is not None and 200 <= exc.status < 300:  # answered 2xx; only its body was unreadable
             return _Answer(True, False, exc.status, "", "")
-        code = exc.code if exc.code in _LOGGED_EGRESS_CODES else "upstream_failed"
+        code = shown_code(exc.code) if exc.code in _LOGGED_EGRESS_CODES else "upstream_failed"
         return _Answer(False, exc.code not in _FINAL_EGRESS_CODES, exc.status, code, "")
     status = response.status
     excerpt = _excerpt(response.body, secrets)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kagent.egress import REFUSAL_CODES
+from kagent.egress import REFUSAL_CODES, shown_code
 from kagent.models import EgressEvent, Secret
 from kagent.rendering import Const, Field, Resource, Timestamp
 from kagent.secrets import SECRET_NAME_RE
@@ -50,7 +50,7 @@ EGRESS_EVENT: Resource[EgressEvent] = Resource(
         "decision": Field({"enum": ["allowed", "refused"]}, "decision"),
         "code": Field(
             {"type": ["string", "null"], "description": "why it was refused, or how the call failed"},
-            lambda event: event.code or None,
+            lambda event: shown_code(event.code) or None,
         ),
         "method": Field({"type": "string"}, "method"),
         "host": Field({"type": "string"}, "host"),

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kagent.egress import USER_AGENT, EgressClient, EgressError, Recorder, get_client
+from kagent.egress import USER_AGENT, EgressClient, EgressError, Recorder, get_client, shown_code
 from kagent.masking import mask_secrets
 from kagent.signing import SigningError, webhook_headers
 from tools.shaping import ShapingError, clean_text, shape_failure, shape_response
@@ -168,7 +168,7 @@ def http_tool_call(
             record=record,
         )
     except EgressError as exc:
-        step.update(error_code=exc.code, status=exc.status)
+        step.update(error_code=shown_code(exc.code), status=exc.status)
         code = "unreadable" if exc.code in _UNREADABLE_EGRESS_CODES else "upstream_failed"
         return done(shape_failure(code), exc.may_have_reached_upstream)
 

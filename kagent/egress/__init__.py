@@ -47,7 +47,14 @@ decoder; `log` the egress log; `transport` the guarded backend, TLS and EgressTr
 
 from kagent.egress.addresses import EgressPolicy, IPAddress, IPNetwork, address_denial
 from kagent.egress.client import EgressClient, EgressResponse, destination_check, get_client
-from kagent.egress.errors import REFUSAL_CODES, TENANT_MESSAGES, EgressError, tenant_code, tenant_message
+from kagent.egress.errors import (
+    REFUSAL_CODES,
+    TENANT_MESSAGES,
+    EgressError,
+    shown_code,
+    tenant_code,
+    tenant_message,
+)
 from kagent.egress.headers import (
     FORBIDDEN_HEADER_PREFIXES,
     SIGNING_HEADERS,
@@ -107,6 +114,7 @@ __all__ = [
     "is_tenant_forbidden_header",
     "record_in_log",
     "system_resolver",
+    "shown_code",
     "tenant_code",
     "tenant_message",
     "url_check",

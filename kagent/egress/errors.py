@@ -47,14 +47,23 @@ class EgressError(Exception):
 # goes to the server log, and the code and address to the egress log (EgressEvent).
 TENANT_MESSAGES = {
     "url_not_allowed": "the URL is not allowed (https:// only, port 443 or 8443, a plain host name)",
-    "address_not_allowed": "the host resolves to an address K-Agent does not call (private, internal or reserved)",
-    "dns_failed": "the host name does not resolve",
+    "address_not_allowed": "the host name does not resolve to an address K-Agent calls (it may not exist, or it "
+    "names a private, internal or reserved address)",
     "upstream_failed": "the server could not be reached or did not answer properly",
 }
 
 
+def shown_code(code: str) -> str:
+    """An egress code as a tenant may see it (the egress log, a tool call's step, a delivery's log, a knowledge
+    fetch): a name that doesn't resolve and a name that resolves to our network read the same, or a tenant could
+    learn which internal names exist (second security review, item 9). The egress log row keeps the real code, for
+    the operator."""
+    return "address_not_allowed" if code == "dns_failed" else code
+
+
 def tenant_code(code: str) -> str:
     """The code a tenant is shown for an egress code: one of TENANT_MESSAGES."""
+    code = shown_code(code)
     return code if code in TENANT_MESSAGES else "upstream_failed"
 
 

@@ -96,3 +96,15 @@ def test_someone_elses_log_is_not_shown(alice, bob, api):
     assert len(ids(api.get("/v1/egress_events"))) == 1
     publishable = alice.client(alice.publishable_key).get("/v1/egress_events")
     assert error(publishable) == "publishable_key_not_allowed"
+
+
+def test_a_name_that_does_not_resolve_reads_as_one_on_our_network(alice, api):
+    """Second security review, item 9: otherwise a tenant learns which internal names exist (an internal name
+    resolves to a private address: address_not_allowed; a made-up one doesn't resolve). The row keeps the real code
+    for the operator."""
+    missing = event(alice, host="nothing.internal.corp", decision="refused", code="dns_failed")
+    private = event(alice, host="db.internal.corp", decision="refused", code="address_not_allowed")
+    shown = {e["host"]: e["code"] for e in api.get("/v1/egress_events").json()["data"]}
+    assert shown["nothing.internal.corp"] == shown["db.internal.corp"] == "address_not_allowed"
+    missing.refresh_from_db()
+    assert (missing.code, private.code) == ("dns_failed", "address_not_allowed")
