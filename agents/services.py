@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DataError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -26,6 +27,8 @@ from kagent.secrets import signing_secrets_valid
 from tools import builtins
 from tools.models import HttpTool
 from tools.validation import split_url
+
+logger = logging.getLogger(__name__)
 
 
 def agent_create(
@@ -332,11 +335,28 @@ def knowledge_source_fetch(*, source_id: str, message_id: str) -> FetchOutcome |
             )
             if outcome.ok and (outcome.content != current.content or current.index_version != TERMS_VERSION):
                 changes["content"] = outcome.content
-        KnowledgeSource.objects.filter(pk=source_id).update(**changes)
         if "content" in changes:
-            current.content = outcome.content
-            _reindex(current)
+            indexed = _content_indexed(current, outcome.content)
+            if not indexed:  # recorded as a failed fetch; the last good passages stay
+                changes.update(content=current.content, last_fetch_status=KnowledgeSource.FetchStatus.FAILED)
+                changes["last_fetch_error"] = "unindexable"
+        KnowledgeSource.objects.filter(pk=source_id).update(**changes)
     return outcome
+
+
+def _content_indexed(source: KnowledgeSource, content: str) -> bool:
+    """The fetched content's passages in place of the old ones, in a savepoint: False (and nothing changed) when the
+    database refuses them, so the fetch is recorded as failed instead of lost with its transaction."""
+    previous = source.content
+    source.content = content
+    try:
+        with transaction.atomic():
+            _reindex(source)
+    except DataError:
+        logger.warning("knowledge source %s: its fetched content could not be indexed", source.pk, exc_info=True)
+        source.content = previous
+        return False
+    return True
 
 
 def knowledge_refresh_due(*, limit: int = 200) -> dict[str, int]:

@@ -328,9 +328,11 @@ def _word_terms(word: str) -> tuple[str, ...]:
 
 
 def _forms(word: str) -> list[str]:
+    if len(word) > _MAX_WORD:  # a 5,000-digit "number" too: PostgreSQL refuses a term over 2 KB in a tsvector
+        return []
     if word.isdigit():
         return [word.lstrip("0") or "0"]
-    if len(word) < 2 or len(word) > _MAX_WORD:
+    if len(word) < 2:
         return []
     if _ARABIC_RE.search(word):
         if word in ARABIC_STOP_WORDS or (word[0] in "وف" and word[1:] in ARABIC_STOP_WORDS):

@@ -311,3 +311,44 @@ def test_a_worker_fetches_a_new_api_source(start_worker: Any, upstream: Any, egr
     )
     assert KnowledgeSource.objects.get(pk=source).passage_count == 2
     assert all(upstream.received[0].signature_valid)
+
+
+LONG_NUMBER = "7" * 5000
+
+
+@pytest.mark.django_db
+def test_a_5000_digit_number_is_written_and_the_rest_stays_searchable(api: Any, alice: Any) -> None:
+    """Second security review, item 7: PostgreSQL refuses a search term over 2 KB; such a "word" isn't a term."""
+    body = {"title": "Serials", "kind": "text", "content": f"Warranty serial {LONG_NUMBER} covers phones."}
+    response = api.post("/v1/knowledge_sources", body, format="json")
+    assert response.status_code == 201, response.json()
+    assert found(alice.project, "warranty phones")
+
+
+@pytest.mark.django_db
+def test_an_api_fetch_the_index_refuses_is_recorded_as_failed(
+    api: Any, alice: Any, upstream: Any, egress_settings: Any, sent: Any, monkeypatch: Any
+) -> None:
+    upstream.secrets = signing_secrets_valid(project=alice.project, purpose=SigningSecret.Purpose.TOOL_SIGNING)
+    upstream.respond("faq", json_body=FAQ)
+    source = api_source(api, upstream)["id"]
+    fetch(source)
+    long_faq = {"data": {"faqs": [{"question": f"Serial {LONG_NUMBER}?", "answer": "Gift wrap is 15 SAR."}]}}
+    upstream.respond("faq", json_body=long_faq)
+    fetch(source)  # indexed: the long number left out
+    assert found(alice.project, "gift wrap")
+
+    # Whatever else the database refuses of a fetched content (a fault injected here): recorded, the old passages kept.
+    from django.db import DataError
+
+    from agents import services as agent_services
+
+    def refused(**kwargs: Any) -> int:
+        raise DataError("refused by the index")
+
+    monkeypatch.setattr(agent_services, "replace_passages", refused)
+    upstream.respond("faq", json_body=FAQ)
+    fetch(source)
+    failed = api.get(f"/v1/knowledge_sources/{source}").json()
+    assert (failed["fetch"]["status"], failed["fetch"]["error_code"]) == ("failed", "unindexable")
+    assert found(alice.project, "gift wrap") and not found(alice.project, "warranty phones")
