@@ -1,8 +1,9 @@
 """Writes of the desk: a run's built-ins open tickets and hand conversations to the team (`ticket_create`,
 `handoff_create`, called by desk/builtins.py for the run engine); the team closes and reopens them
 (`ticket_update`, `handoff_update`, from the API and the dashboard), and holds the conversation itself (SPEC §4
-"Live handoff"): writes into it (`message_create`: the team's replies, the customer's messages for the team) and
-hands it back to the agent or closes it (`session_update`). Each change the business can subscribe to is recorded
+"Live handoff"): it goes to the team (`to_team`; the team's replies are written by runs/services.py
+`session_message_create`, which also supersedes the agent's open run) and back to the agent, or closed
+(`session_update`). Each change the business can subscribe to is recorded
 for its webhooks in the same transaction (desk/webhook_events.py, runs/session_events.py), and a conversation's
 changes for its event stream."""
 
@@ -18,10 +19,9 @@ from desk import webhook_events
 from desk.models import Handoff, Ticket, TicketCounter
 from kagent.errors import Conflict, Unprocessable
 from kagent.inputs import UNSET, is_set
-from runs import session_events
+from runs.session_events import record_updated
 from runs.limits import bucket_held
-from runs.models import Message, Run, Session
-from runs.services import supersede_open_runs
+from runs.models import Run, Session
 
 # --- made by a run ------------------------------------------------------------------------------------------------
 
@@ -54,18 +54,19 @@ def handoff_create(*, run: Run, tool_call_id: str, reason_type: str, summary: st
         )
         webhook_events.handoff_event(handoff, "handoff.created")
         if run.session_id is not None:
-            _to_team(_session_locked(run.session_id), timezone.now())
+            to_team(session_locked(run.session_id), timezone.now())
     return handoff
 
 
-def _session_locked(session_id: str) -> Session:
+def session_locked(session_id: str) -> Session:
     """The session's row, FOR NO KEY UPDATE (as a new run takes it: rows that refer to it take FOR KEY SHARE)."""
     return Session.objects.select_for_update(no_key=True, of=("self",)).select_related("end_user").get(pk=session_id)
 
 
-def _to_team(session: Session, now: Any) -> None:
+def to_team(session: Session, now: Any) -> None:
     """The conversation goes to the team (a handoff, or a person of the team wrote into it): the agent keeps quiet
-    until it is handed back. `session.updated` when it changed."""
+    until it is handed back. `session.updated` when it changed. Inside the caller's transaction, with the session's
+    row held (`session_locked`)."""
     if session.status == Session.Status.HANDED_OFF:
         return
     session.status = Session.Status.HANDED_OFF
@@ -73,7 +74,7 @@ def _to_team(session: Session, now: Any) -> None:
     session.waiting_since = session.waiting_since or now
     session.last_activity_at = now
     session.save(update_fields=["status", "handed_off_at", "waiting_since", "last_activity_at"])
-    session_events.record_updated(session)
+    record_updated(session)
 
 
 def ticket_create(
@@ -193,19 +194,16 @@ def handoff_update(*, handoff: Handoff, status: str = UNSET, assignee: str | Non
         if moved and current.status == Handoff.Status.CLOSED:
             webhook_events.handoff_event(current, "handoff.closed")
         if moved and current.session_id is not None:
-            session = _session_locked(current.session_id)
+            session = session_locked(current.session_id)
             still_open = Handoff.objects.filter(session_id=current.session_id, status=Handoff.Status.OPEN).exists()
             if still_open:
-                _to_team(session, timezone.now())
+                to_team(session, timezone.now())
             else:
                 _set_status(session, Session.Status.CLOSED)
     return current
 
 
 # --- the conversation, held by the team ----------------------------------------------------------------------------
-
-MESSAGE_MAX = 20_000
-AUTHOR_MAX = 100
 
 
 def _set_status(session: Session, status: str) -> None:
@@ -222,7 +220,7 @@ def _set_status(session: Session, status: str) -> None:
     session.status, session.waiting_since = status, None
     session.save(update_fields=["status", "waiting_since"])
     if changed:
-        session_events.record_updated(session)
+        record_updated(session)
 
 
 def session_update(*, session: Session, status: str) -> Session:
@@ -235,52 +233,6 @@ def session_update(*, session: Session, status: str) -> Session:
             details=[{"path": "$.status", "message": 'one of "open", "closed"'}],
         )
     with transaction.atomic():
-        current = _session_locked(session.pk)
+        current = session_locked(session.pk)
         _set_status(current, status)
     return current
-
-
-def _text(value: str, *, name: str, limit: int) -> str:
-    if not value.strip():
-        raise Unprocessable(
-            "invalid_request", f"{name} is a non-empty string.", details=[{"path": f"$.{name}", "message": "empty"}]
-        )
-    if len(value) > limit:
-        raise Unprocessable(
-            "input_too_large" if name == "content" else "invalid_request",
-            f"{name} is at most {limit} characters.",
-            details=[{"path": f"$.{name}", "message": f"at most {limit} characters"}],
-        )
-    return value
-
-
-def message_create(*, session: Session, role: str, content: str, author: str = "") -> Message:
-    """A message written into the conversation, not by a run: the team's reply (`team`, signed `author`) or the
-    customer's words (`user`). A `user` message never starts a run: while the conversation is with the team it is
-    for the team (and it waits for an answer from then on). A `team` message on a conversation the agent holds
-    hands it to the team, as a handoff would: its open run is superseded, the agent keeps quiet from then on."""
-    content = _text(content, name="content", limit=MESSAGE_MAX)
-    if role == Message.Role.TEAM:
-        author = " ".join(_text(author, name="author", limit=AUTHOR_MAX).split())
-    elif author:
-        raise Unprocessable(
-            "invalid_request",
-            "author is for the team's messages; a customer's message has none.",
-            details=[{"path": "$.author", "message": "only with role team"}],
-        )
-    with transaction.atomic():
-        current = _session_locked(session.pk)
-        now = timezone.now()
-        if role == Message.Role.TEAM:
-            supersede_open_runs(current)
-            _to_team(current, now)
-            current.waiting_since = None
-        elif current.status == Session.Status.HANDED_OFF:
-            current.waiting_since = current.waiting_since or now
-        current.last_activity_at = now
-        current.save(update_fields=["waiting_since", "last_activity_at"])
-        message = Message.objects.create(
-            project_id=current.project_id, session=current, role=role, content=content, author=author, created_at=now
-        )
-        session_events.record_message(message, current)
-    return message

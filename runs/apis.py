@@ -197,9 +197,12 @@ class SessionDetailApi(ProjectApi):
         "only.",
     )
     def patch(self, request: Request, session_id: str) -> Response:
+        # Looked up first, as every read: another's conversation is a 404 to any key, whatever the body.
+        session = selectors.session_get(
+            project=self.project, session_id=session_id, key=self.api_key, end_user_token=end_user_token(request)
+        )
         _secret_only(self.api_key, "Hand a conversation back or close it")
         body = SESSION_UPDATE.parse(request.data)
-        session = selectors.session_get(project=self.project, session_id=session_id, key=self.api_key)
         return Response(SESSION.render(desk_services.session_update(session=session, status=body.status)))
 
 
@@ -259,15 +262,16 @@ class SessionMessagesApi(ProjectApi):
         "answers `POST /v1/runs` on a conversation the team holds.",
     )
     def post(self, request: Request, session_id: str) -> Response:
+        # Looked up first, as every read: another's conversation is a 404 to any key, whatever the body.
+        session = selectors.session_get(
+            project=self.project, session_id=session_id, key=self.api_key, end_user_token=end_user_token(request)
+        )
         body = MESSAGE_CREATE.parse(request.data)
         if body.role == "team":
             _secret_only(self.api_key, "The team writes into a conversation")
         else:
             throttle.customer_message(self.api_key)
-        session = selectors.session_get(
-            project=self.project, session_id=session_id, key=self.api_key, end_user_token=end_user_token(request)
-        )
-        message = desk_services.message_create(
+        message = services.session_message_create(
             session=session, role=body.role, content=body.content, author=body.author or ""
         )
         return Response(MESSAGE.render(message), status=status.HTTP_201_CREATED)

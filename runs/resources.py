@@ -8,7 +8,6 @@ from typing import Any
 from kagent.openapi import component
 from kagent.rendering import OMIT, Const, Field, Resource, Timestamp
 from runs.models import Message, Run, RunStep, Session, ToolCall
-from runs.selectors import session_status
 
 _ID = {"type": "string"}
 _NULLABLE_ID = {"type": ["string", "null"]}
@@ -131,7 +130,7 @@ SESSION: Resource[Session] = Resource(
                 "a person of the team wrote into it) and the agent keeps quiet; closed: the team closed it (a new run "
                 "opens it again). PATCH hands it back (open) or closes it.",
             },
-            session_status,
+            "status",
         ),
         "flagged": Field({"type": "boolean"}, "flagged"),
         "handed_off_at": Timestamp(

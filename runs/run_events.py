@@ -21,12 +21,9 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from dataclasses import dataclass
 from datetime import timedelta
-from functools import lru_cache
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import DateTimeField, Exists, ExpressionWrapper, F, OuterRef
 from django.db.models.functions import Coalesce, Greatest, Now
@@ -36,6 +33,7 @@ from hooks.models import WebhookEndpoint
 from kagent.ids import new_id
 from kagent.sql import execute
 from runs.models import Run, RunEvent, RunStep, ToolCall
+from runs.pubsub import Event, redis_client
 from runs.resources import MODEL_STEP, RUN, TOOL_CALL_STEP, for_browser
 from runs.webhook_events import run_data
 from tools import builtins
@@ -52,7 +50,6 @@ STATUS_OF: dict[str, str] = {
     T.CANCELLED: Run.Status.CANCELLED,
 }
 EVENT_OF_STATUS: dict[str, str] = {status: event for event, status in STATUS_OF.items()}
-CLOSING = frozenset({T.REQUIRES_ACTION, T.COMPLETED, T.FAILED, T.CANCELLED})  # a stream ends after one of these
 BATCH = 200
 
 
@@ -157,18 +154,6 @@ def insert_sql(source: str, *, type_param: str, ref_param: str | None = None) ->
     )
 
 
-def redis_client() -> Any:
-    """A client of the Redis in settings (REDIS_URL), kept per URL (thread-safe; its pool reconnects after a fork)."""
-    return _redis(settings.REDIS_URL)
-
-
-@lru_cache(maxsize=1)
-def _redis(url: str) -> Any:
-    import redis
-
-    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
-
-
 def notify(run_id: str) -> None:
     """Wakes the run's open streams after the current transaction commits (at once outside one)."""
     transaction.on_commit(lambda: publish(run_id))
@@ -198,23 +183,6 @@ def publish(run_id: str) -> None:
         redis_client().publish(channel(run_id), "1")
     except Exception:  # a stream that misses the wake-up looks again within its keep-alive period
         logger.warning("could not publish an event of run %s", run_id, exc_info=True)
-
-
-@dataclass(frozen=True)
-class Event:
-    id: int
-    type: str
-    data: dict[str, Any]
-
-    @property
-    def closes(self) -> bool:
-        return self.type in CLOSING
-
-    def sse(self) -> bytes:
-        import json
-
-        payload = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
-        return f"id: {self.id}\nevent: {self.type}\ndata: {payload}\n\n".encode()
 
 
 def _browser_step(rendered: dict[str, Any]) -> dict[str, Any]:

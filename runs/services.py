@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from agents.models import Agent, AgentVersion
 from agents.selectors import agent_get, searchable_sources
+from desk import services as desk_services
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
 from kagent.models import ApiKey, Project
 from runs import run_events, session_events, transitions, truth
@@ -76,6 +77,56 @@ def _session_for_run(
     elif identity.end_user is not None:
         raise Conflict("end_user_mismatch", "This session is anonymous; start a new session for a verified user.")
     return session
+
+
+MESSAGE_MAX = 20_000
+AUTHOR_MAX = 100
+
+
+def _text(value: str, *, name: str, limit: int) -> str:
+    if not value.strip():
+        raise Unprocessable(
+            "invalid_request", f"{name} is a non-empty string.", details=[{"path": f"$.{name}", "message": "empty"}]
+        )
+    if len(value) > limit:
+        raise Unprocessable(
+            "input_too_large" if name == "content" else "invalid_request",
+            f"{name} is at most {limit} characters.",
+            details=[{"path": f"$.{name}", "message": f"at most {limit} characters"}],
+        )
+    return value
+
+
+def session_message_create(*, session: Session, role: str, content: str, author: str = "") -> ChatMessage:
+    """A message written into the conversation, not by a run: the team's reply (`team`, signed `author`) or the
+    customer's words (`user`). A `user` message never starts a run: while the conversation is with the team it is
+    for the team (and it waits for an answer from then on). A `team` message on a conversation the agent holds
+    hands it to the team, as a handoff would: its open run is superseded, the agent keeps quiet from then on."""
+    content = _text(content, name="content", limit=MESSAGE_MAX)
+    if role == ChatMessage.Role.TEAM:
+        author = " ".join(_text(author, name="author", limit=AUTHOR_MAX).split())
+    elif author:
+        raise Unprocessable(
+            "invalid_request",
+            "author is for the team's messages; a customer's message has none.",
+            details=[{"path": "$.author", "message": "only with role team"}],
+        )
+    with transaction.atomic():
+        current = desk_services.session_locked(session.pk)
+        now = timezone.now()
+        if role == ChatMessage.Role.TEAM:
+            supersede_open_runs(current)
+            desk_services.to_team(current, now)
+            current.waiting_since = None
+        elif current.status == Session.Status.HANDED_OFF:
+            current.waiting_since = current.waiting_since or now
+        current.last_activity_at = now
+        current.save(update_fields=["waiting_since", "last_activity_at"])
+        message = ChatMessage.objects.create(
+            project_id=current.project_id, session=current, role=role, content=content, author=author, created_at=now
+        )
+        session_events.record_message(message, current)
+    return message
 
 
 # --- runs -------------------------------------------------------------------------------------------------------

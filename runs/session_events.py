@@ -14,6 +14,13 @@ deleted once the run's result is returned). Each carries the object as it was wh
 
 Streams are woken through Redis pub/sub on the session's channel once the transaction commits: conversations'
 events are rare next to a run's, so every one publishes.
+
+In order: a stream reads the events after the last id it sent, so a conversation's events must commit in the order
+of their ids (an event with a lower id committed after a higher one would be skipped for good). Every writer takes
+the conversation's transaction-level advisory lock (`ORDER_LOCK`) before its event's id is drawn and keeps it to its
+commit. The writers outside the engine hold the session's row too, but a run's completion doesn't (it holds its run's
+row, which a new message's supersede waits for: taking the session's row there would deadlock), so the advisory lock
+is what orders the two. A holder of it takes no lock after it but its own rows'.
 """
 
 from __future__ import annotations
@@ -25,10 +32,10 @@ from typing import Any
 from django.db import transaction
 
 from hooks import outbox
-from runs import run_events
+from kagent.sql import execute
 from runs.models import Message, Session, SessionEvent
+from runs.pubsub import Event, redis_client
 from runs.resources import MESSAGE, SESSION
-from runs.run_events import Event
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +49,7 @@ def channel(session_id: str) -> str:
 
 def publish(session_id: str) -> None:
     try:
-        run_events.redis_client().publish(channel(session_id), "1")
+        redis_client().publish(channel(session_id), "1")
     except Exception:  # a stream that misses the wake-up looks again within its keep-alive period
         logger.warning("could not publish an event of session %s", session_id, exc_info=True)
 
@@ -66,10 +73,19 @@ def message_json(message: Message) -> str:
     return json.dumps(message_data(message), ensure_ascii=False)
 
 
+ORDER_KEY = "kagent:session-events:"
+ORDER_LOCK = "pg_advisory_xact_lock(hashtextextended({key}, 0))"
+
+
+def _in_order(session_id: str) -> None:
+    execute(f"SELECT {ORDER_LOCK.format(key='%(key)s')}", {"key": ORDER_KEY + session_id})
+
+
 def record_message(message: Message, session: Session, *, relayed: bool = True) -> None:
     """`session.message.created` for a message just written, in the caller's transaction; its webhook event when the
     conversation is or was with the team (`session` as the caller holds it, `handed_off_at` up to date) and
     `relayed` (False: a `store: false` run's)."""
+    _in_order(session.pk)
     SessionEvent.objects.create(session_id=session.pk, type=T.MESSAGE_CREATED, ref=message.pk)
     if relayed and _relayed(session):
         outbox.record(
@@ -84,6 +100,7 @@ def record_message(message: Message, session: Session, *, relayed: bool = True) 
 def record_updated(session: Session) -> None:
     """`session.updated` with the session as it is now (the caller wrote the change and holds it in `session`)."""
     data = SESSION.render(session)
+    _in_order(session.pk)
     SessionEvent.objects.create(session_id=session.pk, type=T.UPDATED, data=data)
     if not session.is_test:
         outbox.record(project_id=session.project_id, event_type=T.UPDATED, object_id=session.pk, data=lambda: data)
@@ -117,11 +134,13 @@ def after(session_id: str, last: int) -> list[Event]:
 def message_event_sql(source: str, *, message_param: str) -> str:
     """An INSERT of `session.message.created` for the message `message_param` of the session of the CTE `source`
     (columns `session_id`), when it has one."""
-    # Built from the engine's own names (the CTE, the parameter's name): every value is a bound parameter.
+    # Built from the engine's own names (the CTE, the parameter's name): every value is a bound parameter. The
+    # lock is taken for the row the INSERT reads, before the row's id is drawn.
+    lock = ORDER_LOCK.format(key=f"'{ORDER_KEY}' || {source}.session_id")
     return (
         "INSERT INTO runs_sessionevent (session_id, type, ref, created_at) "  # noqa: S608
         f"SELECT {source}.session_id, '{T.MESSAGE_CREATED.value}', %({message_param})s, now() FROM {source} "
-        f"WHERE {source}.session_id IS NOT NULL"
+        f"CROSS JOIN LATERAL (SELECT {lock}) AS ordered WHERE {source}.session_id IS NOT NULL"
     )
 
 

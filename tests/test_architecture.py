@@ -7,8 +7,9 @@ Apps from the bottom up: `kagent` (tenancy, the outbound client, the API's edge)
 The desk sits below the run engine, which reads its selectors (the policy check's and the truthfulness guard's
 facts) and runs its built-ins (bound to the registry in `tools` by the desk, which calls its own services): data
 flows one way. It works on the conversation `runs` keeps, so it may import `runs.models` (sessions, runs, end
-users) and `runs.limits` (the per-customer lock its one-open-ticket rule shares with the policy check), and nothing
-else of `runs`: never the engine.
+users), `runs.limits` (the per-customer lock its one-open-ticket rule shares with the policy check) and the
+conversation's events (`runs.session_events`, with what they render and publish through: `runs.resources`,
+`runs.pubsub`: a handoff changes the conversation), and nothing else of `runs`: never the engine.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ["kagent", "tools", "agents", "hooks", "desk", "runs", "dashboard"]
 EDGE = {f"{app}.{leaf}" for app in LAYERS for leaf in ("apis", "urls")} | {"kagent.api_urls"}
 # What an app may import of an app above it: the desk, the conversation it works on (see the docstring).
-BENEATH = {"desk": {"runs.models", "runs.limits"}}
+BENEATH = {"desk": {"runs.models", "runs.limits", "runs.session_events", "runs.resources", "runs.pubsub"}}
 
 
 def _modules() -> dict[str, Path]:

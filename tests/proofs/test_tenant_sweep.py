@@ -222,6 +222,18 @@ KINDS: dict[str, tuple[str, Probe]] = {
         ],
     ),
     "sessions_messages_list": ("object", lambda r, b: [Call("GET", f"/v1/sessions/{r.session}/messages")]),
+    "sessions_messages_create": (
+        "object",
+        lambda r, b: [
+            Call("POST", f"/v1/sessions/{r.session}/messages", {"role": "team", "content": "pwned", "author": "Bob"}),
+            Call("POST", f"/v1/sessions/{r.session}/messages", {"role": "user", "content": "pwned"}),
+        ],
+    ),
+    "sessions_update": ("object", lambda r, b: [Call("PATCH", f"/v1/sessions/{r.session}", {"status": "closed"})]),
+    "sessions_events": (
+        "object",
+        lambda r, b: [Call("GET", f"/v1/sessions/{r.session}/events", headers={"Accept": "text/event-stream"})],
+    ),
     # runs
     "runs_list": (
         "list",

@@ -42,3 +42,54 @@ def test_a_completion_and_a_new_message_on_its_session_do_not_deadlock(alice: An
     assert race(run_create=setup.new_message, complete=completion) == {}
     assert Run.objects.get(pk=run.pk).status == Run.Status.COMPLETED  # it finished before it could be superseded
     assert ChatMessage.objects.filter(session=session).count() == 3  # hi, the answer, again
+
+
+def test_a_conversations_events_commit_in_the_order_of_their_ids(alice: Any, monkeypatch) -> None:
+    """A stream sends the events after the last id it sent: one committed later with a lower id would be lost. A
+    run's completion (which holds its run's row, not the session's) draws its message's event id under the
+    conversation's advisory lock, which every other writer of the conversation's events holds to its commit."""
+    import threading
+
+    from django.db import connection, transaction
+
+    from runs import session_events
+    from runs.models import SessionEvent
+
+    setup = new_message_race(alice.project, monkeypatch)
+    run, session = setup.run, setup.session
+    held, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def other_writer() -> None:  # a team message's transaction, between its event and its commit
+        try:
+            with transaction.atomic():
+                session_events._in_order(session.pk)
+                held.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    def completion() -> None:
+        try:
+            held.wait(5)
+            store.complete(
+                run,
+                held_by=1,
+                text="Hello.",
+                output={"text": "Hello.", "unverified_claims": []},
+                transcript=[],
+                step=RunStep(run=run, kind=RunStep.Kind.MODEL_CALL, round=1, data={}),
+                now=timezone.now(),
+            )
+            done.set()
+        finally:
+            connection.close()
+
+    writer, completing = threading.Thread(target=other_writer), threading.Thread(target=completion)
+    writer.start()
+    completing.start()
+    assert not done.wait(1.0)  # the completion waits for the other writer's commit before it draws its id
+    release.set()
+    writer.join(10)
+    completing.join(10)
+    assert done.is_set()
+    assert SessionEvent.objects.filter(session=session, type="session.message.created").count() == 2  # hi, Hello.
