@@ -19,9 +19,9 @@ from desk import webhook_events
 from desk.models import Handoff, Ticket, TicketCounter
 from kagent.errors import Conflict, Unprocessable
 from kagent.inputs import UNSET, is_set
-from runs.session_events import record_updated
 from runs.limits import bucket_held
 from runs.models import Run, Session
+from runs.session_events import record_updated
 
 # --- made by a run ------------------------------------------------------------------------------------------------
 

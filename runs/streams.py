@@ -38,7 +38,7 @@ from kagent.models import ApiKey
 from kagent.throttle import RateLimited
 from runs import run_events, session_events
 from runs.models import Run
-from runs.run_events import Event
+from runs.pubsub import Event, redis_client
 from runs.services import run_purge
 
 KEEPALIVE_S = 15.0
@@ -62,7 +62,7 @@ class KeySlot:
         self.id = uuid.uuid4().hex
 
     def try_take(self) -> bool:
-        client = run_events.redis_client()
+        client = redis_client()
         now = time.time()
         pipe = client.pipeline()
         pipe.zremrangebyscore(self.name, 0, now - OPEN_TTL_S)
@@ -75,11 +75,11 @@ class KeySlot:
         return False
 
     def refresh(self) -> None:
-        run_events.redis_client().zadd(self.name, {self.id: time.time()})
+        redis_client().zadd(self.name, {self.id: time.time()})
 
     def release(self) -> None:
         try:
-            run_events.redis_client().zrem(self.name, self.id)
+            redis_client().zrem(self.name, self.id)
         except Exception:  # it stops counting within OPEN_TTL_S anyway
             run_events.logger.warning("could not release a slot of %s", self.name, exc_info=True)
 
@@ -164,7 +164,7 @@ def wait_settled(run_id: str, owner: str, seconds: float, *, followed_until: dat
         if not slot.try_take():
             return False
         deadline = time.monotonic() + seconds
-        subscription = run_events.redis_client().pubsub(ignore_subscribe_messages=True)
+        subscription = redis_client().pubsub(ignore_subscribe_messages=True)
         subscription.subscribe(run_events.channel(run_id))  # before looking: no event is missed in between
         _follow_unless(run_id, followed_until, seconds + WAIT_MARGIN_S, needed=seconds)
         while True:
@@ -304,7 +304,7 @@ def stream(
     subscription = None
     try:
         yield f"retry: {RETRY_MS}\n\n".encode()
-        subscription = run_events.redis_client().pubsub(ignore_subscribe_messages=True)
+        subscription = redis_client().pubsub(ignore_subscribe_messages=True)
         subscription.subscribe(source.channel)
         source.follow(first=True)
         followed_at = time.monotonic()

@@ -19,7 +19,7 @@ import pytest
 
 from fakes.llm import text
 from kagent.models import ApiKey
-from runs import run_events
+from runs import pubsub
 from tests.conftest import database_url_for_subprocess, make_tenant, wait_for
 from tests.runs.test_run_events_live import _free_port, publish
 
@@ -118,7 +118,7 @@ def test_a_key_has_its_own_allowance_of_waits(gunicorn, settings):
     holder = threading.Thread(target=lambda: first.append(post_run(url, alice.publishable_key, agent, wait=6)))
     holder.start()
     key = ApiKey.objects.get(digest=ApiKey.digest_of(alice.publishable_key))
-    waits = run_events.redis_client()
+    waits = pubsub.redis_client()
     wait_for(lambda: waits.zcard(f"kagent:waits:key:{key.pk}:127.0.0.1") == 1, message="the first wait to begin")
     second = post_run(url, alice.publishable_key, agent, wait=6)
     assert second.status_code == 201 and second.headers["Retry-After"] == "1"
