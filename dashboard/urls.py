@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
 
 from dashboard import views
-from dashboard.pages import agents, desk, knowledge, panel, runs, settings, tools, webhooks, widget
+from dashboard.pages import agents, conversations, desk, knowledge, panel, runs, settings, tools, webhooks, widget
 from kagent import converters  # noqa: F401  (registers `oid` and `name`)
 
 app_name = "dashboard"
@@ -50,7 +50,11 @@ urlpatterns = [
     path("runs/<oid:run_id>/live/", runs.run_timeline, name="run-live"),
     path("runs/<oid:run_id>/events/", runs.run_events_stream, name="run-events"),
     path("runs/<oid:run_id>/cancel/", runs.run_cancel, name="run-cancel"),
-    path("sessions/<oid:session_id>/", runs.session_detail, name="session"),
+    # A conversation, live, and the team's part of a live handoff (SPEC §4).
+    path("sessions/<oid:session_id>/", conversations.conversation, name="session"),
+    path("sessions/<oid:session_id>/events/", conversations.conversation_events, name="session-events"),
+    path("sessions/<oid:session_id>/reply/", conversations.conversation_reply, name="session-reply"),
+    path("sessions/<oid:session_id>/status/", conversations.conversation_status, name="session-status"),
     path("desk/", desk.desk, name="desk"),
     path("desk/tickets/<oid:ticket_id>/", desk.ticket_update, name="ticket-update"),
     path("desk/handoffs/<oid:handoff_id>/", desk.handoff_update, name="handoff-update"),

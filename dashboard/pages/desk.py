@@ -1,5 +1,7 @@
-"""The desk (`/desk/`): open handoffs, tickets (close, reopen), flagged conversations, each linking to its
-conversation, and a small chart of the last 30 days. Test-panel objects only when asked for, marked as tests."""
+"""The desk (`/desk/`): the inbox of conversations the team holds (SPEC §4 "Live handoff"; the longest-waiting
+customer first), open handoffs, tickets (close, reopen), flagged conversations, each linking to its conversation
+(dashboard/pages/conversations.py), and a small chart of the last 30 days. Test-panel objects only when asked for,
+marked as tests."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
+from django.db.models import F, JSONField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import JSONObject, Left
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -18,9 +22,26 @@ from desk import services as desk_services
 from desk.apis import HANDOFF_UPDATE, TICKET_UPDATE
 from kagent.api import param_bool, param_choice
 from kagent.errors import ApiError
+from kagent.models import Project
 from runs import selectors
+from runs.models import Message, Session
 
 CHART_DAYS = 30
+INBOX_SIZE = 100
+LAST_MESSAGE_CHARS = 300
+
+
+def inbox(*, project: Project, include_tests: bool) -> QuerySet[Session]:
+    """The conversations the team holds (`handed_off`), the customer who has waited longest for an answer first
+    (`waiting_since`, the `session_team_inbox` index), then those answered, the earliest handed off first; each
+    with its last message (`last_message`: role, author, the start of its content)."""
+    last = Message.objects.filter(session=OuterRef("pk")).order_by("-created_at", "-pk")
+    said = JSONObject(role="role", author="author", content=Left("content", LAST_MESSAGE_CHARS))
+    return (
+        selectors.session_list(project=project, status=Session.Status.HANDED_OFF, include_tests=include_tests)
+        .annotate(last_message=Subquery(last.values(said=said)[:1], output_field=JSONField()))
+        .order_by(F("waiting_since").asc(nulls_last=True), F("handed_off_at").asc(nulls_last=True), "pk")
+    )
 
 
 @member_page("GET")
@@ -35,6 +56,7 @@ def desk(request: MemberRequest) -> HttpResponse:
     context = {
         "include_tests": include_tests,
         "ticket_status": ticket_status,
+        "inbox": inbox(project=project, include_tests=include_tests)[:INBOX_SIZE],
         "handoffs": desk_selectors.handoff_list(project=project, status="open", include_tests=include_tests)
         .select_related("session")
         .order_by("-created_at")[:100],

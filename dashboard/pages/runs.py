@@ -1,6 +1,6 @@
 """The runs inspector (`/runs/`): the project's runs filtered as `GET /v1/runs` filters them; a run's page with every
-round, tool call, policy decision, timing and upstream detail (secrets masked), live while it works; cancel. And a
-conversation's page (`/sessions/{id}/`), where the desk links to."""
+round, tool call, policy decision, timing and upstream detail (secrets masked), live while it works; cancel. A run's
+conversation has its own page (dashboard/pages/conversations.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from agents.selectors import agent_list
 from dashboard.access import MemberRequest, member_page
 from dashboard.pages.panel import step_views
 from dashboard.problems import Problems
-from desk import selectors as desk_selectors
 from kagent.errors import ApiError
 from kagent.throttle import RateLimited
 from runs import run_events, selectors, services, streams
@@ -125,18 +124,3 @@ def run_cancel(request: MemberRequest, run_id: str) -> HttpResponse:
     if request.htmx:
         return render(request, "dashboard/_run_live.html", _run_context(request, run))
     return redirect("dashboard:run", run_id=run.pk)
-
-
-@member_page("GET")
-def session_detail(request: MemberRequest, session_id: str) -> HttpResponse:
-    """A conversation: what was said, its runs, its handoffs and tickets, and whether it is flagged."""
-    session = selectors.session_get(project=request.project, session_id=session_id)
-    context = {
-        "session": session,
-        "status": selectors.session_status(session),
-        "messages_": selectors.session_messages(session=session).order_by("created_at", "pk"),
-        "runs": selectors.run_list(project=request.project, session_id=session.pk).order_by("-pk")[:100],
-        "handoffs": desk_selectors.handoff_list(project=request.project, include_tests=True).filter(session=session),
-        "tickets": desk_selectors.ticket_list(project=request.project, include_tests=True).filter(session=session),
-    }
-    return render(request, "dashboard/session.html", context)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django import template
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.timesince import timesince
 
 from dashboard.problems import Problems, field_id
 
@@ -60,3 +62,13 @@ def unix(value: int | None) -> datetime | None:
 @register.filter
 def get(mapping: Any, key: str) -> Any:
     return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def waited(since: datetime | None) -> str:
+    """How long ago `since` was, as a person says it: "under a minute", "5 minutes", "2 hours, 3 minutes"."""
+    if since is None:
+        return ""
+    if timezone.now() - since < timedelta(minutes=1):
+        return "under a minute"
+    return timesince(since)

@@ -153,12 +153,128 @@
     };
   }
 
+  // A conversation on the desk (SPEC §4 "Live handoff"): the element with data-session-events follows the
+  // conversation's events (Server-Sent Events) from the last one its page was drawn with. Each new message is added
+  // to the thread from the page's <template>, its words set as text (never as markup); a message the thread shows
+  // already (data-message-id) is skipped. Each change of status shows on the badge, and the parts it concerns
+  // ([data-when-status]: the statuses they are for) show or hide. A stream that ends is resumed by the browser with
+  // Last-Event-ID; one that can't be opened (the server is busy) is opened again from the last event seen, 5 s later
+  // (then 10 s, 20 s… up to a minute while it is still refused).
+  var SPEAKERS = { user: "Customer", assistant: "Agent", team: "Team" };
+  var STATUSES = { open: ["open", ""], handed_off: ["handed off", "warn"], closed: ["closed", "ok"] };
+
+  function parsed(text) {
+    try { return JSON.parse(text); } catch (e) { return null; }
+  }
+
+  function addMessage(conversation, message, scroll) {
+    var thread = conversation.querySelector("[data-thread]");
+    var template = document.getElementById("said-template");
+    if (!thread || !template || !message || typeof message.id !== "string") return;
+    var shown = Array.prototype.some.call(thread.querySelectorAll("[data-message-id]"), function (said) {
+      return said.getAttribute("data-message-id") === message.id;
+    });
+    if (shown) return;
+    var role = Object.prototype.hasOwnProperty.call(SPEAKERS, message.role) ? message.role : "assistant";
+    var said = template.content.firstElementChild.cloneNode(true);
+    said.classList.add(role);
+    said.setAttribute("data-message-id", message.id);
+    said.querySelector("[data-speaker]").textContent =
+      role === "team" ? (message.author || SPEAKERS.team) + " (team)" : SPEAKERS[role];
+    if (typeof message.created_at === "number") {
+      var at = new Date(message.created_at * 1000).toISOString();
+      var time = said.querySelector("[data-time]");
+      time.setAttribute("datetime", at);
+      time.textContent = at.slice(0, 16).replace("T", " ");  // UTC, as the page shows its times
+    }
+    var bubble = said.querySelector("[data-content]");
+    bubble.classList.add(role);
+    bubble.textContent = String(message.content || "");
+    if (message.unverified_claims && message.unverified_claims.length) {
+      var notice = document.createElement("p");
+      notice.className = "notice";
+      notice.textContent = "Unverified: " + message.unverified_claims.join(", ") +
+        " (no tool result confirms it; the chat widget shows the customer a neutral reply instead)";
+      said.appendChild(notice);
+    }
+    var atEnd = thread.scrollHeight - thread.scrollTop - thread.clientHeight < 48;
+    var empty = thread.querySelector("[data-thread-empty]");
+    if (empty) empty.remove();
+    thread.appendChild(said);
+    if (scroll || atEnd) thread.scrollTop = thread.scrollHeight;
+  }
+
+  function showStatus(conversation, status) {
+    var look = STATUSES[status];
+    if (!look) return;
+    var badge = conversation.querySelector("[data-session-status]");
+    if (badge) {
+      badge.textContent = look[0];
+      badge.className = "badge" + (look[1] ? " " + look[1] : "");
+    }
+    each(conversation, "[data-when-status]", function (part) {
+      part.hidden = part.getAttribute("data-when-status").split(" ").indexOf(status) === -1;
+    });
+  }
+
+  function followConversation(conversation) {
+    if (conversation.kagentFollowed || typeof EventSource === "undefined") return;
+    conversation.kagentFollowed = true;
+    var url = conversation.getAttribute("data-session-events");
+    var last = Number(conversation.getAttribute("data-last-event")) || 0;
+    var thread = conversation.querySelector("[data-thread]");
+    if (thread) {  // the thread scrolls in its own box, the newest at the end, the reply box right below it
+      thread.classList.add("following");
+      thread.scrollTop = thread.scrollHeight;
+    }
+    function seen(event) {
+      var id = Number(event.lastEventId);
+      if (id > last) last = id;
+    }
+    var retry = 5000;
+    function open() {
+      var source = new EventSource(url + "?last_event_id=" + last);
+      source.onopen = function () { retry = 5000; };
+      source.addEventListener("session.message.created", function (event) {
+        seen(event);
+        addMessage(conversation, parsed(event.data), false);
+      });
+      source.addEventListener("session.updated", function (event) {
+        seen(event);
+        var session = parsed(event.data);
+        if (session) showStatus(conversation, session.status);
+      });
+      source.onerror = function () {
+        if (source.readyState !== EventSource.CLOSED) return;  // the browser reconnects by itself
+        setTimeout(open, retry);  // refused: no reconnection of its own
+        retry = Math.min(retry * 2, 60000);
+      };
+    }
+    open();
+  }
+
+  // A reply sent with htmx: the form comes back empty with the message it sent, added at once (the stream brings
+  // it too, and whichever comes second is skipped).
+  function replySent(root) {
+    var data = root.querySelector("#reply-sent");
+    var conversation = document.querySelector("[data-session-events]");
+    if (!data || !conversation) return;
+    var sent = parsed(data.textContent);
+    data.remove();
+    if (!sent) return;
+    addMessage(conversation, sent.message, true);
+    showStatus(conversation, sent.status);
+  }
+
   document.addEventListener("htmx:load", function (event) {
     var root = event.detail && event.detail.elt;
     if (!root || !root.querySelectorAll) return;
     if (root.hasAttribute && root.hasAttribute("data-run-events")) follow(root);
     each(root, "[data-run-events]", follow);
+    each(root, "[data-session-events]", followConversation);
+    replySent(root);
   });
+  each(document, "[data-session-events]", followConversation);
 
   // In the test panel's Message field, Enter sends and Shift+Enter starts a new line.
   document.addEventListener("keydown", function (event) {
