@@ -21,11 +21,12 @@ from kagent.errors import ApiError
 from kagent.models import User
 from kagent.throttle import RateLimited
 from runs import selectors, session_events, streams
+from runs import services as run_services
 from runs.apis import MESSAGE_CREATE, SESSION_UPDATE
 from runs.models import Message, Session
 from runs.resources import MESSAGE
 
-AUTHOR_MAX = desk_services.AUTHOR_MAX
+AUTHOR_MAX = run_services.AUTHOR_MAX
 REPLY_FIELDS = ("$.content",)
 STATUS_CHANGED = {
     Session.Status.OPEN: "Handed back to the agent: it answers the customer's next message.",
@@ -100,7 +101,7 @@ def conversation_reply(request: MemberRequest, session_id: str) -> HttpResponse:
     try:
         author = author_name(request.user)
         body = MESSAGE_CREATE.parse({"role": Message.Role.TEAM, "content": content, "author": author})
-        message = desk_services.message_create(
+        message = run_services.session_message_create(
             session=session, role=body.role, content=body.content, author=body.author or ""
         )
     except ApiError as exc:

@@ -13,8 +13,8 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from desk import services as desk_services
-from runs import run_events, streams
+from runs import pubsub, streams
+from runs import services as run_services
 from runs.models import Session
 from tests.conftest import Tenant, wait_for
 from tests.dashboard.conftest import new_page, screenshot
@@ -50,14 +50,14 @@ def team_member(alice: Tenant, monkeypatch: Any) -> Iterator[Tenant]:
     monkeypatch.setattr(streams, "KEEPALIVE_S", 0.5)
     yield alice
     open_streams = f"kagent:streams:member:{alice.user.pk}"
-    wait_for(lambda: run_events.redis_client().zcard(open_streams) == 0, timeout=10, message="the streams' end")
+    wait_for(lambda: pubsub.redis_client().zcard(open_streams) == 0, timeout=10, message="the streams' end")
 
 
 def test_the_team_answers_a_handed_off_conversation_live(team_member, live_server, page, fake_llm):
     alice = team_member
     session = handed_off(alice, fake_llm, customer="cust-42", script="live")
     answered = handed_off(alice, fake_llm, customer=None, script="answered")
-    desk_services.message_create(session=answered, role="team", content="We are on it.", author="Mona")
+    run_services.session_message_create(session=answered, role="team", content="We are on it.", author="Mona")
 
     # --- the inbox: the waiting customer first ---------------------------------------------------------------------
     sign_in(page, alice)
@@ -173,7 +173,7 @@ def test_the_inbox_and_a_conversation_on_a_phone(team_member, live_server, narro
     alice = team_member
     session = handed_off(alice, fake_llm, customer="customer-with-a-rather-long-external-id-0042", script="phone")
     for n in range(8):
-        desk_services.message_create(session=session, role="user", content=f"Message {n}: {LONG_WORD}")
+        run_services.session_message_create(session=session, role="user", content=f"Message {n}: {LONG_WORD}")
     page = narrow_phone
     sign_in(page, alice)
     page.goto("/desk/?include_tests=true")
@@ -189,7 +189,7 @@ def test_the_inbox_and_a_conversation_on_a_phone(team_member, live_server, narro
     # A long thread scrolls in its own box, shown from its newest message, with the reply box right below it.
     assert thread.evaluate(AT_THE_END), "the thread is not shown from its newest message"
     assert thread.evaluate("t => t.scrollHeight > t.clientHeight")
-    desk_services.message_create(session=session, role="user", content="One more thing!")
+    run_services.session_message_create(session=session, role="user", content="One more thing!")
     expect(thread.locator(".said").last).to_contain_text("One more thing!")
     assert thread.evaluate(AT_THE_END), "the new message arrived out of view"
     field = page.get_by_label("Reply")

@@ -20,6 +20,7 @@ from desk import services as desk_services
 from desk.models import Handoff
 from fakes.llm import calls, text
 from runs import engine, streams
+from runs import services as run_services
 from runs.identity import EndUserClaim
 from runs.models import Message, Session, SessionEvent
 from runs.services import panel_session_create, run_create, session_create
@@ -66,13 +67,13 @@ def test_the_inbox_lists_the_conversations_with_the_team_the_longest_waiting_fir
     waiting = handed_off(alice, fake_llm, customer="cust-42", script="waiting")
     longest = handed_off(alice, fake_llm, customer=None, script="longest")
     answered = handed_off(alice, fake_llm, customer="cust-7", script="answered")
-    desk_services.message_create(session=answered, role="team", content="Looking into it now.", author="Sam")
-    desk_services.message_create(session=longest, role="user", content="Hello? Anyone there?")
+    run_services.session_message_create(session=answered, role="team", content="Looking into it now.", author="Sam")
+    run_services.session_message_create(session=longest, role="user", content="Hello? Anyone there?")
     Session.objects.filter(pk=longest.pk).update(waiting_since=timezone.now() - timedelta(hours=2, minutes=5))
     back_with_the_agent = handed_off(alice, fake_llm, customer="cust-back", script="back")
     desk_services.session_update(session=back_with_the_agent, status="open")
     test_panel = panel_session_create(project=alice.project, agent_id=waiting.agent_id)
-    desk_services.message_create(session=test_panel, role="team", content="A test reply.", author="Sam")
+    run_services.session_message_create(session=test_panel, role="team", content="A test reply.", author="Sam")
     handed_off(bob, fake_llm, customer="bobs-customer", script="bob")
 
     body = signed_in(alice).get("/desk/").content.decode()
@@ -115,7 +116,7 @@ def test_the_inbox_says_when_nobody_waits_and_costs_one_query_however_long(alice
 
 def test_a_conversations_page_shows_the_thread_and_follows_its_events(alice, fake_llm, monkeypatch):
     session = handed_off(alice, fake_llm)
-    desk_services.message_create(session=session, role="user", content="<b>Still</b> broken & waiting")
+    run_services.session_message_create(session=session, role="user", content="<b>Still</b> broken & waiting")
     client = signed_in(alice)
     body = client.get(f"/sessions/{session.pk}/").content.decode()
     assert "Conversation with cust-42" in body
@@ -130,7 +131,7 @@ def test_a_conversations_page_shows_the_thread_and_follows_its_events(alice, fak
     assert ">Close conversation</button>" in body
 
     # The stream the page follows: what happened after the event the page was drawn with.
-    desk_services.message_create(session=session, role="user", content="Hello?")
+    run_services.session_message_create(session=session, role="user", content="Hello?")
     monkeypatch.setattr(streams, "MAX_WSGI_STREAM_S", 0)  # one look, then the stream ends
     got = read(client.get(f"/sessions/{session.pk}/events/?last_event_id={last.id}"))
     assert [(e["event"], e["data"]["role"], e["data"]["content"]) for e in got] == [
@@ -174,7 +175,7 @@ def test_send_reply_hand_back_and_close(alice, fake_llm):
     assert 'aria-invalid="true"' in refused and "content is a non-empty string." in refused
     assert "reply-sent" not in refused
     followed = client.post(f"{page}reply/", {"content": "x" * 20_001}, follow=True).content.decode()
-    assert "content is a string of at most" in followed and 'class="error"' in followed
+    assert "content is at most 20000 characters" in followed and 'class="error"' in followed
     assert Message.objects.count() == before
 
     # Hand back to agent: open, its handoff closed; then Close conversation.
