@@ -15,6 +15,12 @@
  * GET /v1/runs/{id}/events read with fetch (EventSource can't send Authorization), resumed with Last-Event-ID when
  * a stream ends before the run's last event. Handoffs and ticket numbers are shown only from the steps' receipts:
  * what the tools really made, never what the model's text says. Every text goes in with textContent.
+ *
+ * Live handoff (SPEC §4): the conversation's own events (GET /v1/sessions/{id}/events, read the same way) bring the
+ * team's replies and the session's status. While the team holds the conversation (`handed_off`: a handoff receipt,
+ * session.updated, or a 409 session_handed_off from POST /v1/runs), the customer's messages go to the team with
+ * POST /v1/sessions/{id}/messages (role user: no run); once it is handed back (`open`) the next message starts a run
+ * again. The last event read is kept beside the session id, so a reload follows on from there.
  */
 (function () {
   "use strict";
@@ -23,8 +29,15 @@
   var CLOSING = { "run.completed": 1, "run.failed": 1, "run.cancelled": 1, "run.requires_action": 1 };
   var MAX_RECONNECTS = 8; // failed attempts in a row
   var MAX_QUIET_MS = 5 * 60 * 1000; // a run that says nothing for this long: the customer is told
+  var MAX_SESSION_WAIT_MS = 30 * 1000; // the longest pause between two attempts to follow the conversation
   var UNCONFIRMED = "I couldn't confirm that with our systems, so I won't say it was done. Please ask again, or ask " +
     "to talk to a person.";
+  // What the customer reads as the conversation changes hands (SPEC §4 "Live handoff").
+  var TO_TEAM = "You're being transferred to a person from the team. They'll continue here.";
+  var WITH_TEAM = "A person from the team will continue this conversation here.";
+  var TEAM_ANSWERS = "A person from the team will answer here.";
+  var BACK_TO_AGENT = "You're back with our assistant. It will answer your next message.";
+  var CLOSED = "The team closed this conversation. Write again any time to continue.";
   var script = document.currentScript;
   var scriptUrl = script && script.src ? script.src : "";
   var instance = null;
@@ -74,9 +87,24 @@
     this.launcherLabel = String(options.launcherLabel || "Chat with us");
     this.clientTools = options.clientTools || {};
     this.storageKey = "kagent:session:" + this.agent + ":" + this.key.slice(-8);
+    this.followKey = "kagent:following:" + this.agent + ":" + this.key.slice(-8); // {session, last, status}
     this.busy = false;
+    this.replying = false; // busy with a run of ours: "The assistant is replying…"
     this.loaded = false;
+    this.sessionStatus = "open"; // open | handed_off | closed, as the API says
+    this.handedOffAt = 0; // the session's handed_off_at as last heard: a session.updated from before it is old news
+    this.shown = {}; // message ids in the thread
+    this.newestAt = 0; // the newest created_at of the thread as reloaded: older events replayed are in it already
+    this.ours = {}; // runs this tab started: their answers come through their own events
+    this.watch = null; // the conversation's event stream being followed
     this.build();
+    // A customer waiting for the team who moves to another page of the site: the thread is followed at once, so
+    // the team's reply shows on the launcher even before the chat is opened again.
+    var following = this.following();
+    if (following && following.status === "handed_off") {
+      this.loaded = true;
+      this.restore();
+    }
   }
 
   // --- the page ---------------------------------------------------------------------------------------------------
@@ -93,6 +121,8 @@
 
     this.launcher = el("button", { type: "button", class: "launcher", "aria-expanded": "false",
       "aria-controls": "kagent-panel" }, this.launcherLabel);
+    this.badge = el("span", { class: "badge", hidden: "" }, "New reply");
+    this.launcher.appendChild(this.badge);
     this.panel = el("section", { class: "panel", id: "kagent-panel", role: "dialog", "aria-modal": "false",
       "aria-labelledby": "kagent-title", hidden: "" });
     var header = el("header");
@@ -148,8 +178,10 @@
   Widget.prototype.open = function () {
     this.panel.setAttribute("aria-modal", this.fullScreen() ? "true" : "false");
     this.panel.hidden = false;
+    this.badge.hidden = true;
     this.launcher.setAttribute("aria-expanded", "true");
     this.launcher.hidden = true;
+    this.log.scrollTop = this.log.scrollHeight; // what came while it was closed
     this.input.focus();
     if (!this.loaded) {
       this.loaded = true;
@@ -169,6 +201,27 @@
     row.appendChild(el("span", { class: "visually-hidden" }, who === "user" ? "You said:" : "Assistant said:"));
     row.appendChild(el("p", { dir: "auto" }, text));
     return this.add(row, into);
+  };
+
+  // A person of the business: their name as they sign (`author`), and "Team", apart from the agent's answers.
+  Widget.prototype.sayForTeam = function (author, text, into) {
+    var row = el("div", { class: "message team" });
+    row.appendChild(el("span", { class: "visually-hidden" }, (author || "A person") + " from the team said:"));
+    row.appendChild(el("span", { class: "author", dir: "auto", "aria-hidden": "true" },
+      author ? author + " \u00b7 Team" : "Team"));
+    row.appendChild(el("p", { dir: "auto" }, text));
+    return this.add(row, into);
+  };
+
+  // A message of the conversation as the API renders it (a reload, the conversation's events), once.
+  Widget.prototype.show = function (message, into) {
+    if (this.shown[message.id]) return null;
+    this.shown[message.id] = true;
+    if (message.role === "user") return this.say("user", message.content, into);
+    if (message.role === "team") return this.sayForTeam(message.author, message.content, into);
+    // As when it arrived: an answer with claims no tool result confirmed is not shown (see settle).
+    var unverified = message.unverified_claims && message.unverified_claims.length;
+    return this.say("assistant", unverified ? UNCONFIRMED : message.content, into);
   };
 
   Widget.prototype.notice = function (kind, text, into) {
@@ -192,28 +245,55 @@
     }
   };
 
-  Widget.prototype.setBusy = function (busy) {
+  // `replying`: a run of ours is answering. A message to the team only holds the Send button while it goes.
+  Widget.prototype.setBusy = function (busy, replying) {
     this.busy = busy;
+    this.replying = !!(busy && replying);
     this.send.disabled = busy;
-    this.status.textContent = busy ? "The assistant is replying\u2026" : "";
-    this.log.setAttribute("aria-busy", busy ? "true" : "false");
+    this.log.setAttribute("aria-busy", this.replying ? "true" : "false");
+    this.showStatus();
+  };
+
+  Widget.prototype.showStatus = function () {
+    var text = this.replying ? "The assistant is replying\u2026" : "";
+    if (!this.replying && this.sessionStatus === "handed_off") text = TEAM_ANSWERS;
+    if (this.status.textContent !== text) this.status.textContent = text;
+  };
+
+  // The conversation changed hands (a handoff receipt, session.updated, a 409, a reload): `tell` says so in the
+  // thread, once per change.
+  Widget.prototype.setSessionStatus = function (status, tell) {
+    var was = this.sessionStatus;
+    if (status !== "open" && status !== "handed_off" && status !== "closed") return;
+    this.sessionStatus = status;
+    if (status !== was) {
+      if (tell && status === "handed_off") this.notice("handoff", TO_TEAM);
+      else if (tell && status === "closed") this.notice("info", CLOSED);
+      else if (tell && was === "handed_off") this.notice("info", BACK_TO_AGENT);
+      this.keep();
+    }
+    this.showStatus();
+  };
+
+  Widget.prototype.unread = function () {
+    if (this.panel.hidden) this.badge.hidden = false;
   };
 
   // --- the API ------------------------------------------------------------------------------------------------------
 
-  Widget.prototype.request = function (method, path, body, extraHeaders) {
+  Widget.prototype.request = function (method, path, body, extraHeaders, signal) {
     var headers = { Authorization: "Bearer " + this.key };
     if (body) headers["Content-Type"] = "application/json";
     if (this.endUserToken && method === "GET") headers["X-End-User-Token"] = this.endUserToken;
     Object.keys(extraHeaders || {}).forEach(function (name) { headers[name] = extraHeaders[name]; });
     return fetch(this.apiBase + path, {
       method: method, headers: headers, body: body ? JSON.stringify(body) : undefined,
-      mode: "cors", credentials: "omit", cache: "no-store",
+      mode: "cors", credentials: "omit", cache: "no-store", signal: signal,
     }).catch(function () { throw new Problem("network"); });
   };
 
-  Widget.prototype.call = function (method, path, body) {
-    return this.request(method, path, body).then(function (response) {
+  Widget.prototype.call = function (method, path, body, extraHeaders) {
+    return this.request(method, path, body, extraHeaders).then(function (response) {
       if (response.ok) return response.json();
       return response.json().catch(function () { return {}; }).then(function (answer) {
         var code = answer && answer.error && answer.error.code;
@@ -233,20 +313,53 @@
     try { stored = sessionStorage.getItem(this.storageKey); } catch (e) { /* storage blocked: one per page */ }
     if (stored || this.sessionId) {
       this.sessionId = stored || this.sessionId;
+      this.followSession();
       return Promise.resolve(this.sessionId);
     }
     return this.call("POST", "/v1/sessions", this.withToken({ agent: this.agent })).then(function (made) {
       self.remember(made.id);
+      self.setSessionStatus(made.status, false);
+      self.followSession();
       return made.id;
     });
   };
 
   Widget.prototype.remember = function (sessionId) {
+    if (this.sessionId && this.sessionId !== sessionId) { // another conversation from now on
+      this.unfollowSession();
+      this.sessionStatus = "open";
+      this.handedOffAt = 0;
+      this.newestAt = 0;
+      this.showStatus();
+    }
     this.sessionId = sessionId;
     try {
       if (sessionId) sessionStorage.setItem(this.storageKey, sessionId);
       else sessionStorage.removeItem(this.storageKey);
     } catch (e) { /* storage blocked */ }
+    this.keep();
+  };
+
+  // Where this tab is in the conversation's events, and who holds it, beside the session id: a reload follows on
+  // from there.
+  Widget.prototype.keep = function () {
+    try {
+      if (!this.sessionId) return sessionStorage.removeItem(this.followKey);
+      var last = this.watch && this.watch.sessionId === this.sessionId ? this.watch.lastId : 0;
+      var kept = this.following();
+      if (!last && kept) last = kept.last; // not following (yet): what was kept stays
+      sessionStorage.setItem(this.followKey,
+        JSON.stringify({ session: this.sessionId, last: last, status: this.sessionStatus }));
+    } catch (e) { /* storage blocked: a reload follows from the start */ }
+  };
+
+  Widget.prototype.following = function () {
+    try {
+      var kept = JSON.parse(sessionStorage.getItem(this.followKey) || "null");
+      var session = this.sessionId || sessionStorage.getItem(this.storageKey);
+      if (kept && kept.session && kept.session === session) return kept;
+    } catch (e) { /* storage blocked, or not ours */ }
+    return null;
   };
 
   // The conversation so far, when this tab already had one (a reload, another page of the site).
@@ -261,22 +374,24 @@
       this.call("GET", "/v1/sessions/" + encodeURIComponent(stored)),
       this.call("GET", "/v1/sessions/" + encodeURIComponent(stored) + "/messages?limit=100"),
     ]).then(function (answers) {
+      var session = answers[0];
       var earlier = document.createDocumentFragment(); // before anything sent meanwhile
       answers[1].data.slice().reverse().forEach(function (message) {
-        if (message.role === "user") return self.say("user", message.content, earlier);
-        // As when it arrived: an answer with claims no tool result confirmed is not shown (see settle).
-        var unverified = message.unverified_claims && message.unverified_claims.length;
-        self.say("assistant", unverified ? UNCONFIRMED : message.content, earlier);
+        self.show(message, earlier);
+        self.newestAt = Math.max(self.newestAt, message.created_at || 0);
       });
-      if (answers[0].status === "handed_off") {
-        self.notice("handoff", "A person from the team will continue this conversation here.", earlier);
+      self.handedOffAt = Math.max(self.handedOffAt, session.handed_off_at || 0);
+      if (session.status === "handed_off" && self.sessionStatus !== "handed_off") {
+        self.notice("handoff", WITH_TEAM, earlier);
       }
+      self.setSessionStatus(session.status, false);
       self.log.insertBefore(earlier, self.log.firstChild);
       self.log.scrollTop = self.log.scrollHeight;
+      self.followSession();
     }).catch(function (problem) {
       if (problem && problem.status === 404) self.remember(null); // gone, or another customer's: start afresh
     }).then(function () {
-      if (!self.busy) self.log.setAttribute("aria-busy", "false");
+      if (!self.replying) self.log.setAttribute("aria-busy", "false");
     });
   };
 
@@ -285,15 +400,12 @@
     var text = this.input.value.trim();
     if (!text || this.busy) return;
     this.showError(null);
-    this.setBusy(true);
     var bubble = this.say("user", text);
     this.input.value = "";
-    var started = false;
-    this.startRun(text, true).then(function (run) {
-      started = true;
-      return self.follow(run.id);
-    }).catch(function (problem) {
-      if (!started) { // nothing was sent: give the message back to send again
+    var sent = false;
+    function delivered() { sent = true; }
+    this.deliver(text, true, delivered).catch(function (problem) {
+      if (!sent) { // nothing was sent: give the message back to send again
         bubble.remove();
         if (!self.input.value) self.input.value = text;
       }
@@ -301,6 +413,36 @@
     }).then(function () {
       self.setBusy(false);
       self.input.focus();
+    });
+  };
+
+  // The customer's message to whoever holds the conversation: the agent (a run, followed to its answer) or, while
+  // it is handed off, the team (a message, no run). `delivered` is called once the API has it.
+  Widget.prototype.deliver = function (text, retry, delivered) {
+    var self = this;
+    if (this.sessionStatus === "handed_off") {
+      this.setBusy(true, false);
+      return this.writeToTeam(text).then(delivered, function (problem) {
+        // The kept session is gone (or was another customer's): a new conversation, with the agent, once.
+        if (retry && problem instanceof Problem && problem.status === 404 && self.sessionId) {
+          self.remember(null);
+          return self.deliver(text, false, delivered);
+        }
+        throw problem;
+      });
+    }
+    this.setBusy(true, true);
+    return this.startRun(text, retry).then(function (run) {
+      delivered();
+      self.ours[run.id] = true;
+      return self.follow(run.id);
+    }, function (problem) {
+      if (problem instanceof Problem && problem.code === "session_handed_off") {
+        // The team took the conversation before this tab heard of it: the message is for them.
+        self.setSessionStatus("handed_off", true);
+        return self.deliver(text, false, delivered);
+      }
+      throw problem;
     });
   };
 
@@ -316,6 +458,80 @@
       }
       throw problem;
     });
+  };
+
+  // A message for the team: written into the conversation as the customer's (a verified customer's token in its
+  // header: the body is the message alone).
+  Widget.prototype.writeToTeam = function (text) {
+    var self = this;
+    var headers = this.endUserToken ? { "X-End-User-Token": this.endUserToken } : null;
+    return this.session().then(function (sessionId) {
+      var path = "/v1/sessions/" + encodeURIComponent(sessionId) + "/messages";
+      return self.call("POST", path, { role: "user", content: text }, headers);
+    }).then(function (message) {
+      self.shown[message.id] = true;
+      return message;
+    });
+  };
+
+  // --- event streams ------------------------------------------------------------------------------------------------
+
+  // Reads a stream of Server-Sent Events with fetch (an EventSource can't send the key), from after
+  // `state.lastId`; `handle(type, data)` gets each event and returns true to stop reading. Resolves when the stream
+  // ended (or was stopped), with 204 when the server had nothing more to send.
+  Widget.prototype.events = function (path, state, handle) {
+    var headers = { Accept: "text/event-stream" };
+    if (state.lastId) headers["Last-Event-ID"] = String(state.lastId);
+    var controller = typeof AbortController === "function" ? new AbortController() : null;
+    state.controller = controller;
+    return this.request("GET", path, null, headers, controller ? controller.signal : undefined)
+      .then(function (response) {
+        if (response.status === 204) return 204;
+        if (!response.ok) {
+          throw new Problem(response.status === 429 ? "rate_limited" : "http_" + response.status, response.status,
+            response.headers.get("Retry-After"));
+        }
+        var reader = response.body.getReader();
+        var decoder = new TextDecoder();
+        var buffer = "";
+        var fields = { data: [] };
+        var stop = false;
+        function dispatch() {
+          var type = fields.event || "message";
+          if (fields.id != null && /^\d+$/.test(fields.id)) state.lastId = parseInt(fields.id, 10);
+          if (fields.data.length) {
+            var data = null;
+            try { data = JSON.parse(fields.data.join("\n")); } catch (e) { data = null; }
+            stop = !!handle(type, data);
+          }
+          fields = { data: [] };
+        }
+        function line(text) {
+          if (text === "") return dispatch();
+          if (text.charAt(0) === ":") return; // keep-alive
+          var colon = text.indexOf(":");
+          var name = colon < 0 ? text : text.slice(0, colon);
+          var value = colon < 0 ? "" : text.slice(colon + 1).replace(/^ /, "");
+          if (name === "data") fields.data.push(value);
+          else if (name === "event") fields.event = value;
+          else if (name === "id") fields.id = value;
+          else if (name === "retry" && /^\d+$/.test(value)) state.retryMs = parseInt(value, 10);
+        }
+        function pump() {
+          return reader.read().then(function (chunk) {
+            if (chunk.done) return;
+            buffer += decoder.decode(chunk.value, { stream: true });
+            var lines = buffer.split(/\r\n|\r|\n/);
+            buffer = lines.pop();
+            for (var i = 0; i < lines.length; i += 1) {
+              line(lines[i]);
+              if (stop) { reader.cancel().catch(function () {}); return; }
+            }
+            return pump();
+          });
+        }
+        return pump().catch(function () { throw new Problem("network"); });
+      });
   };
 
   // --- run events ---------------------------------------------------------------------------------------------------
@@ -351,60 +567,19 @@
 
   Widget.prototype.stream = function (runId, state) {
     var self = this;
-    var headers = { Accept: "text/event-stream" };
-    if (state.lastId) headers["Last-Event-ID"] = String(state.lastId);
-    return this.request("GET", "/v1/runs/" + encodeURIComponent(runId) + "/events", null, headers)
-      .then(function (response) {
-        if (response.status === 204) { // the run ended and every event was read: its end is the run as it is now
-          return self.call("GET", "/v1/runs/" + encodeURIComponent(runId)).then(function (run) {
-            state.closing = { type: "run." + run.status, data: run };
-          });
-        }
-        if (!response.ok) {
-          throw new Problem(response.status === 429 ? "rate_limited" : "http_" + response.status, response.status,
-            response.headers.get("Retry-After"));
-        }
-        var reader = response.body.getReader();
-        var decoder = new TextDecoder();
-        var buffer = "";
-        var fields = { data: [] };
-        function dispatch() {
-          var type = fields.event || "message";
-          if (fields.id != null && /^\d+$/.test(fields.id)) state.lastId = parseInt(fields.id, 10);
-          if (fields.data.length) {
-            var data = null;
-            try { data = JSON.parse(fields.data.join("\n")); } catch (e) { data = null; }
-            if (data) self.onEvent(type, data);
-            if (CLOSING[type]) state.closing = { type: type, data: data };
-          }
-          fields = { data: [] };
-        }
-        function line(text) {
-          if (text === "") return dispatch();
-          if (text.charAt(0) === ":") return; // keep-alive
-          var colon = text.indexOf(":");
-          var name = colon < 0 ? text : text.slice(0, colon);
-          var value = colon < 0 ? "" : text.slice(colon + 1).replace(/^ /, "");
-          if (name === "data") fields.data.push(value);
-          else if (name === "event") fields.event = value;
-          else if (name === "id") fields.id = value;
-          else if (name === "retry" && /^\d+$/.test(value)) state.retryMs = parseInt(value, 10);
-        }
-        function pump() {
-          return reader.read().then(function (chunk) {
-            if (chunk.done) return;
-            buffer += decoder.decode(chunk.value, { stream: true });
-            var lines = buffer.split(/\r\n|\r|\n/);
-            buffer = lines.pop();
-            for (var i = 0; i < lines.length; i += 1) {
-              line(lines[i]);
-              if (state.closing) { reader.cancel().catch(function () {}); return; }
-            }
-            return pump();
-          });
-        }
-        return pump().catch(function () { throw new Problem("network"); });
+    var path = "/v1/runs/" + encodeURIComponent(runId) + "/events";
+    return this.events(path, state, function (type, data) {
+      if (data) self.onEvent(type, data);
+      if (!CLOSING[type]) return false;
+      state.closing = { type: type, data: data };
+      return true;
+    }).then(function (answer) {
+      if (answer !== 204) return;
+      // The run ended and every event was read: its end is the run as it is now.
+      return self.call("GET", "/v1/runs/" + encodeURIComponent(runId)).then(function (run) {
+        state.closing = { type: "run." + run.status, data: run };
       });
+    });
   };
 
   // The answer as it is written: whole sentences the truthfulness guard passed (run.output.delta), taken back when
@@ -430,9 +605,7 @@
     if (type !== "run.step.created" || !data.tool_call) return;
     var receipt = data.tool_call.receipt;
     if (!receipt) return;
-    if (receipt.handoff) {
-      this.notice("handoff", "You're being transferred to a person from the team. They'll continue here.");
-    }
+    if (receipt.handoff) this.setSessionStatus("handed_off", true); // said once, whichever stream tells it first
     if (receipt.ticket && receipt.ticket.number) {
       this.notice("ticket", "Ticket " + receipt.ticket.number + " is open. Keep this number for reference.");
     }
@@ -458,7 +631,8 @@
     }
     this.takeBack();
     if (closing.type === "run.cancelled") {
-      this.notice("info", "This reply was stopped.");
+      // Superseded: a person of the team took the conversation meanwhile, and says so in it.
+      if (run.cancellation_reason !== "superseded") this.notice("info", "This reply was stopped.");
       return null;
     }
     if (closing.type === "run.requires_action") return this.answerTools(runId, run).then(function () {
@@ -485,6 +659,73 @@
       return self.call("POST", "/v1/runs/" + encodeURIComponent(runId) + "/submit_tool_outputs",
         self.withToken({ tool_outputs: outputs }));
     });
+  };
+
+  // --- the conversation's events (live handoff) ---------------------------------------------------------------------
+
+  // Follows the session's events for as long as the page is open: the stream ends at the server's time limit and is
+  // opened again from the last event read; a failure waits longer each time, up to MAX_SESSION_WAIT_MS. A stream
+  // the API refuses for good (the session gone, the key revoked) is left.
+  Widget.prototype.followSession = function () {
+    var self = this;
+    if (!this.sessionId || (this.watch && this.watch.sessionId === this.sessionId)) return;
+    this.unfollowSession();
+    var kept = this.following();
+    var watch = { sessionId: this.sessionId, lastId: kept ? kept.last || 0 : 0, retryMs: 2000, failures: 0,
+      stopped: false, controller: null };
+    this.watch = watch;
+    var path = "/v1/sessions/" + encodeURIComponent(watch.sessionId) + "/events";
+    function round() {
+      if (watch.stopped) return null;
+      var before = watch.lastId;
+      var openedAt = Date.now();
+      return self.events(path, watch, function (type, data) {
+        if (watch.stopped) return true;
+        if (data) self.onSessionEvent(type, data);
+        self.keep();
+        return false;
+      }).then(function () {
+        watch.failures = 0;
+        // At its time limit: on at once; a stream that ended as soon as it began waits a moment first.
+        return sleep(Date.now() - openedAt > 10000 ? 0 : watch.retryMs).then(round);
+      }, function (problem) {
+        if (watch.stopped) return null;
+        if (problem.status && problem.status !== 429 && problem.status < 500) {
+          watch.stopped = true;
+          return null;
+        }
+        if (watch.lastId > before) watch.failures = 0;
+        watch.failures += 1;
+        var wait = Math.min(watch.retryMs * Math.pow(2, Math.min(watch.failures - 1, 5)), MAX_SESSION_WAIT_MS);
+        if (problem.retryAfter) wait = Math.max(wait, (parseInt(problem.retryAfter, 10) || 0) * 1000);
+        return sleep(wait).then(round);
+      });
+    }
+    round();
+  };
+
+  Widget.prototype.unfollowSession = function () {
+    if (!this.watch) return;
+    this.watch.stopped = true;
+    if (this.watch.controller) this.watch.controller.abort();
+    this.watch = null;
+  };
+
+  Widget.prototype.onSessionEvent = function (type, data) {
+    if (type === "session.updated") {
+      // A session.updated from before the session's last handoff this tab knows of is old news (a replay).
+      var at = data.handed_off_at || 0;
+      if (at < this.handedOffAt) return;
+      this.handedOffAt = at;
+      return this.setSessionStatus(data.status, true);
+    }
+    if (type !== "session.message.created" || !data.id || this.shown[data.id]) return;
+    // The customer's own words are in the thread as they were sent; messages older than the thread as it was
+    // reloaded are in it already (a replay); a run this tab follows brings its own answer.
+    if (data.role === "user" || (data.created_at || 0) < this.newestAt) return;
+    if (data.role === "assistant" && (this.replying || this.ours[data.run])) return;
+    this.show(data);
+    if (data.role === "team") this.unread();
   };
 
   // --- starting ---------------------------------------------------------------------------------------------------
