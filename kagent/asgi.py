@@ -1,6 +1,7 @@
 """The ASGI application, for the server that streams run events (`uvicorn kagent.asgi:application`): an event
 stream waits on Redis without holding a thread. The rest of the API is served by the WSGI application
-(kagent/wsgi.py, gunicorn); the TLS proxy in front sends `/v1/runs/*/events` here (docker-compose.yml)."""
+(kagent/wsgi.py, gunicorn); the TLS proxy in front sends `/v1/runs/*/events` and `/v1/sessions/*/events` here
+(docker-compose.yml)."""
 
 import os
 

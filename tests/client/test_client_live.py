@@ -356,6 +356,34 @@ def test_streams_from_the_asgi_events_server(asgi_server, start_worker, fake_llm
     assert [int(e.id) for e in events + rest] == sorted({int(e.id) for e in events + rest})
 
 
+def test_a_conversations_events_from_the_asgi_events_server(asgi_server, fake_llm):
+    """The conversation's stream as production serves it (uvicorn, kagent.asgi): a message written while it is open
+    arrives on it, woken by Redis, without a thread held."""
+    import threading
+
+    alice = make_tenant("alice")
+    with Client(api_key=alice.secret_key, base_url=asgi_server) as client:
+        agent = client.agents.create(name="asgi-session", config=config("asgi-session")).id
+        client.agents.publish(agent)
+        session = client.sessions.create(agent=agent).id
+        client.sessions.write(session, role="team", content="Hello, I'm Ana.", author="Ana")
+        later = threading.Timer(0.5, lambda: client.sessions.write(session, role="user", content="Hi Ana"))
+        events = client.sessions.stream(session)
+        seen = []
+        later.start()
+        for event in events:
+            seen.append((event.event, event.data.get("role") or event.data.get("status")))
+            if len(seen) == 3:
+                break
+        events.close()
+        later.join()
+    assert seen == [
+        ("session.updated", "handed_off"),
+        ("session.message.created", "team"),
+        ("session.message.created", "user"),
+    ]
+
+
 def test_the_answer_is_read_as_it_is_written(client_for, start_worker, fake_llm):
     # "stream": true follows the run from its creation: each sentence arrives checked, before the run completes, and
     # `Answer` (what `runs.stream_text` yields) holds the text to show at each moment.
