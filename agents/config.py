@@ -7,6 +7,7 @@ import datetime
 import zoneinfo
 from typing import Any
 
+from django.conf import settings
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
@@ -158,6 +159,30 @@ def _conflict(path: str, message: str) -> Unprocessable:
     return Unprocessable("tool_name_conflict", message, details=[{"path": path, "message": message}])
 
 
+def operator_models() -> list[str]:
+    """The model names offered on the operator's endpoint (KAGENT_OPERATOR_MODELS; else its KAGENT_LLM_MODEL)."""
+    configured = list(getattr(settings, "KAGENT_OPERATOR_MODELS", []) or [])
+    default = str(getattr(settings, "KAGENT_LLM_MODEL", "") or "")
+    return configured or ([default] if default else [])
+
+
+def operator_model_refusal(model: dict[str, Any]) -> str | None:
+    """Why an agent may not name this model, or None. On the operator's endpoint (no `base_url` of the tenant's own)
+    the operator pays for every call: only the names it offers (second security review, item 8). No name: the
+    operator's own default."""
+    name = str(model.get("name") or "")
+    if model.get("provider") != "openai_compatible" or model.get("base_url") or not name:
+        return None
+    offered = operator_models()
+    if any(name == allowed or (allowed.endswith("*") and name.startswith(allowed[:-1])) for allowed in offered):
+        return None
+    listed = ", ".join(offered) if offered else "none (leave the name out for the default)"
+    return (
+        f"{name!r} is not a model this service offers on its own endpoint (offered: {listed}); "
+        "to use another, give the agent its own model.base_url and model.api_key_secret"
+    )
+
+
 def validate_config(config: Any) -> dict[str, Any]:
     """Validates a whole draft config and returns it with defaults filled in. Raises Unprocessable."""
     if not isinstance(config, dict):
@@ -167,6 +192,11 @@ def validate_config(config: Any) -> dict[str, Any]:
         raise Unprocessable("invalid_config", f"{errors[0]['path']}: {errors[0]['message']}", details=errors)
 
     out: dict[str, Any] = merge_patch(DEFAULT_CONFIG, config)
+    refusal = operator_model_refusal(out.get("model") or {})
+    if refusal:
+        raise Unprocessable(
+            "model_not_allowed", f"$.model.name: {refusal}", details=[{"path": "$.model.name", "message": refusal}]
+        )
     tools = out["tools"]
     for index, client in enumerate(tools["client"]):
         client.setdefault("effect", "action")  # seed: a client tool's effect defaults to action

@@ -190,6 +190,7 @@ def _capacity(args: argparse.Namespace, processes: Processes, tmp: Path, queue: 
         "KAGENT_CELERY_QUEUE": queue,
         "KAGENT_VAR_DIR": str(tmp / "var"),
         "KAGENT_LLM_BASE_URL": llm_base,
+        "KAGENT_OPERATOR_MODELS": "script:*",  # the scripted model's names
         "KAGENT_LLM_API_KEY": "fake-operator-key",
         "KAGENT_LLM_TIMEOUT_S": str(max(10.0, args.latency_ms / 1000 * 4)),
         "KAGENT_EGRESS_ALLOW_NETWORKS": f"{host}/32",

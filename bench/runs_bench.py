@@ -639,6 +639,7 @@ def _bench(
         "KAGENT_CELERY_QUEUE": queue,
         "KAGENT_VAR_DIR": str(tmp / "var"),
         "KAGENT_LLM_BASE_URL": llm_base,
+        "KAGENT_OPERATOR_MODELS": "script:*",  # the scripted model's names
         "KAGENT_LLM_API_KEY": "fake-operator-key",
         "KAGENT_EGRESS_ALLOW_NETWORKS": f"{host}/32",
         "KAGENT_EGRESS_CA_BUNDLE": str(ca_file),

@@ -117,6 +117,7 @@ class Stack:
             "KAGENT_CELERY_QUEUE": self.queue,
             "KAGENT_VAR_DIR": str(self.tmp / "var"),
             "KAGENT_LLM_BASE_URL": llm_base,
+            "KAGENT_OPERATOR_MODELS": "script:*",  # the scripted model's names
             "KAGENT_LLM_API_KEY": "fake-operator-key",
             "KAGENT_LLM_MODEL": "fake-model",
             "KAGENT_EGRESS_ALLOW_NETWORKS": f"{self.upstream_host}/32",

@@ -8,6 +8,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from kagent import throttle
 from kagent.clients import client_address
 from kagent.models import ApiKey
+from kagent.services import limit_ceilings
 
 
 class EmailLoginForm(AuthenticationForm):
@@ -58,3 +59,12 @@ class RequestLimitsForm(forms.Form):
     run_rate_publishable = forms.IntegerField(
         label="Runs started a minute per publishable key", required=False, min_value=1, max_value=1_000_000
     )
+
+    def clean(self) -> dict[str, Any]:
+        """The operator's ceilings (KAGENT_MAX_*), said next to the field."""
+        cleaned = super().clean() or {}
+        for name, ceiling in limit_ceilings().items():
+            value = cleaned.get(name)
+            if value is not None and value > ceiling:
+                self.add_error(name, f"At most {ceiling} a minute on this service.")
+        return cleaned

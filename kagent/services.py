@@ -8,13 +8,14 @@ import time
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
 from kagent.cors import allowed_origins_parse, forget_listed
-from kagent.errors import ApiError, NotFound
+from kagent.errors import ApiError, NotFound, Unprocessable
 from kagent.models import ApiKey, EgressEvent, Membership, Organization, Project, User
 from kagent.selectors import project_ids_rotated
 
@@ -170,6 +171,15 @@ def member_remove(*, organization: Organization, membership_id: int, removed_by:
         membership.delete()
 
 
+def limit_ceilings() -> dict[str, int]:
+    """The most a project may set its own limits to: the operator's (second security review, item 8)."""
+    return {
+        "api_rate_secret": settings.KAGENT_MAX_API_RATE_SECRET,
+        "api_rate_publishable": settings.KAGENT_MAX_API_RATE_PUBLISHABLE,
+        "run_rate_publishable": settings.KAGENT_MAX_RUN_RATE_PUBLISHABLE,
+    }
+
+
 def project_limits_update(
     *,
     project: Project,
@@ -177,12 +187,21 @@ def project_limits_update(
     api_rate_publishable: int | None,
     run_rate_publishable: int | None,
 ) -> Project:
-    """The project's own request limits a minute (None: the defaults of the settings)."""
+    """The project's own request limits a minute (None: the defaults of the settings), under the operator's
+    ceilings (422 `limit_too_high`)."""
     values = {
         "api_rate_secret": api_rate_secret,
         "api_rate_publishable": api_rate_publishable,
         "run_rate_publishable": run_rate_publishable,
     }
+    for name, ceiling in limit_ceilings().items():
+        value = values[name]
+        if value is not None and not 1 <= value <= ceiling:
+            raise Unprocessable(
+                "limit_too_high",
+                f"{name} is from 1 to {ceiling} a minute on this service.",
+                details=[{"path": f"$.{name}", "message": f"from 1 to {ceiling}"}],
+            )
     Project.objects.filter(pk=project.pk).update(**values)
     for name, value in values.items():
         setattr(project, name, value)

@@ -196,6 +196,11 @@ KAGENT_LLM_BASE_URL = os.environ.get("KAGENT_LLM_BASE_URL", "").strip()
 KAGENT_LLM_API_KEY = os.environ.get("KAGENT_LLM_API_KEY", "").strip()
 KAGENT_LLM_MODEL = os.environ.get("KAGENT_LLM_MODEL", "").strip()
 KAGENT_LLM_TIMEOUT_S = float(os.environ.get("KAGENT_LLM_TIMEOUT_S", "60"))
+# The model names an agent may ask for on the operator's endpoint (the operator pays for them), comma-separated; a
+# name ending in * allows every name it starts. Empty: KAGENT_LLM_MODEL only (an agent then names no model).
+KAGENT_OPERATOR_MODELS = [
+    name.strip() for name in os.environ.get("KAGENT_OPERATOR_MODELS", "").split(",") if name.strip()
+]
 
 # --- Egress (the hardened outbound client) -------------------------------------------------------
 # Test-only: CIDRs exempt from the deny list, an extra CA bundle, curl-style --resolve entries.
@@ -222,6 +227,10 @@ KAGENT_TRUSTED_PROXIES = [n for n in os.environ.get("KAGENT_TRUSTED_PROXIES", ""
 KAGENT_API_RATE_SECRET = int(os.environ.get("KAGENT_API_RATE_SECRET", "1200"))
 KAGENT_API_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_API_RATE_PUBLISHABLE", "300"))
 KAGENT_RUN_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_RUN_RATE_PUBLISHABLE", "60"))
+# The most a project may raise its own limits to (its managers set them in the dashboard).
+KAGENT_MAX_API_RATE_SECRET = int(os.environ.get("KAGENT_MAX_API_RATE_SECRET", "12000"))
+KAGENT_MAX_API_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_MAX_API_RATE_PUBLISHABLE", "3000"))
+KAGENT_MAX_RUN_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_MAX_RUN_RATE_PUBLISHABLE", "600"))
 KAGENT_SIGNIN_FAILURES = int(os.environ.get("KAGENT_SIGNIN_FAILURES", "10"))
 KAGENT_SIGNIN_ACCOUNT_FAILURES = int(os.environ.get("KAGENT_SIGNIN_ACCOUNT_FAILURES", "100"))
 # What one member may do a minute in a project's dashboard that reaches outside or spends on the model.

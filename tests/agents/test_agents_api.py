@@ -275,3 +275,34 @@ def test_someone_elses_agents_are_404_everywhere(alice, bob):
     assert other.get("/v1/agents").json()["data"] == []
     assert mine.get(base).json()["name"] == "Support"
     assert mine.get(f"{base}/versions").json()["data"][0]["number"] == 1
+
+
+def test_the_operators_endpoint_offers_only_its_own_models(api, settings):
+    """Second security review, item 8: on the operator's endpoint the operator pays; an agent names only what it
+    offers (or no model: the default), anything else with its own base_url and key."""
+    settings.KAGENT_OPERATOR_MODELS = ["gpt-4o-mini", "acme-*"]
+
+    def create(model):
+        return api.post("/v1/agents", {"name": "m", "config": {"model": model}}, format="json")
+
+    refused = create({"provider": "openai_compatible", "name": "gpt-4.5-preview"})
+    assert refused.status_code == 422 and refused.json()["error"]["code"] == "model_not_allowed"
+    assert "gpt-4o-mini" in refused.json()["error"]["message"]
+    assert create({"provider": "openai_compatible", "name": "gpt-4o-mini"}).status_code == 201
+    assert create({"provider": "openai_compatible", "name": "acme-large"}).status_code == 201
+    assert create({"provider": "openai_compatible"}).status_code == 201
+    own = {"provider": "openai_compatible", "name": "gpt-4.5-preview", "base_url": "https://llm.example.com/v1"}
+    assert create({**own, "api_key_secret": "LLM_KEY"}).status_code == 201
+    # A PATCH is checked the same way.
+    agent = create({"provider": "openai_compatible"}).json()["id"]
+    patched = api.patch(f"/v1/agents/{agent}", {"config": {"model": {"name": "o1-pro"}}}, format="json")
+    assert patched.status_code == 422 and patched.json()["error"]["code"] == "model_not_allowed"
+
+
+def test_with_no_list_the_operators_default_model_only(api, settings):
+    settings.KAGENT_OPERATOR_MODELS = []
+    settings.KAGENT_LLM_MODEL = "house-model"
+    body = {"name": "m", "config": {"model": {"provider": "openai_compatible", "name": "other"}}}
+    assert api.post("/v1/agents", body, format="json").status_code == 422
+    body["config"]["model"]["name"] = "house-model"
+    assert api.post("/v1/agents", body, format="json").status_code == 201

@@ -156,3 +156,23 @@ def test_a_count_ends_with_its_window(alice):
     assert isinstance(backend, RedisCache)  # the tests run on Redis, as production does
     key, _ = throttle._window("expiry-test", 60, time.time())
     assert 0 < backend._cache.get_client(write=True).ttl(backend.make_and_validate_key(key)) <= 65
+
+
+def test_a_project_can_not_raise_its_limits_above_the_operators_ceilings(alice, settings):
+    """Second security review, item 8: a manager could set a million requests a minute per key."""
+    settings.KAGENT_MAX_API_RATE_SECRET = 5000
+    owner = Client()
+    owner.force_login(alice.user)
+    refused = owner.post("/settings/request-limits/", {"api_rate_secret": "1000000"})
+    assert refused.status_code == 200 and "At most 5000 a minute on this service." in refused.content.decode()
+    assert Project.objects.get(pk=alice.project.pk).api_rate_secret is None
+
+    from kagent.errors import Unprocessable
+    from kagent.services import project_limits_update
+
+    with pytest.raises(Unprocessable) as too_high:
+        project_limits_update(
+            project=alice.project, api_rate_secret=None, api_rate_publishable=None, run_rate_publishable=10_000
+        )
+    assert too_high.value.code == "limit_too_high"
+    assert owner.post("/settings/request-limits/", {"api_rate_secret": "5000"}).status_code == 302

@@ -32,6 +32,8 @@ def _stop() -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: Any, parser: Any, args: Any) -> None:
+    # The scripted model's names (fakes/llm.py) are what the tests' agents ask the operator's endpoint for.
+    os.environ.setdefault("KAGENT_OPERATOR_MODELS", "script:*")
     wanted = [name for name in ("DATABASE_URL", "REDIS_URL") if not os.environ.get(name, "").strip()]
     if not wanted:
         return
