@@ -8,13 +8,22 @@ format characters, controls, variation selectors) are left out of the view, ever
 `str.find` (linear: no regular expression on hostile text), and the original spans it came from are replaced. So
 `tok\\/abc`, `\\u0074ok…`, `a%2Fb` and `to\\u200bk…` all mask like the plain value: an upstream can't hide a secret
 from the mask with characters that the cleaning of what the model sees (tools.shaping) then removes.
+
+The view also reads HTML character references (`&#116;`, `&#x74;`, `&amp;`, …) and fullwidth forms (`ｔｏｋ`) as the
+characters they stand for, and the search ignores case (a secret echoed upper-cased). Each secret is also looked
+for as its hexadecimal and its base64 (standard and URL-safe alphabets, at each of the three alignments inside a
+longer base64 text, e.g. a Basic authorization echoed back): the second security review's spellings. What can't be
+found: a secret split across fields or lines, encoded in another way (compressed, encrypted, base32, reversed…), or
+only a part of it echoed.
 """
 
 from __future__ import annotations
 
+import base64
 import bisect
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
+from html.entities import html5
 from typing import overload
 
 import regex
@@ -81,8 +90,30 @@ def _percent_run(text: str, at: int) -> tuple[list[tuple[str, int]], int]:
 
 
 # Where the view may differ from the text: an escape, a percent sign, or a character that may be hidden (is_hidden
-# decides; line breaks match the class too). linear: a single character class, one character per attempt.
-_SPECIAL_RE = regex.compile(r"[\\%\p{Cc}\p{Cf}\p{Cs}\uFE00-\uFE0F\U000E0100-\U000E01EF\u115F\u1160\u3164\uFFA0\u034F]")
+# decides; line breaks match the class too), an ampersand (an HTML character reference) or a fullwidth character.
+_SPECIAL_RE = regex.compile(  # linear: a single character class, one character per attempt
+    r"[\\%&\uFF01-\uFF5E\p{Cc}\p{Cf}\p{Cs}\uFE00-\uFE0F\U000E0100-\U000E01EF\u115F\u1160\u3164\uFFA0\u034F]"
+)
+_ENTITY_MAX = 32  # the longest character reference looked at: `&` up to its `;`
+
+
+def _entity_at(text: str, index: int) -> tuple[str, int] | None:
+    """An HTML character reference at `index` (`&#116;`, `&#x74;`, `&amp;`…): the character and its width."""
+    end = text.find(";", index + 1, index + _ENTITY_MAX)
+    if end == -1:
+        return None
+    body = text[index + 1 : end]
+    try:
+        if body[:2] in ("#x", "#X"):
+            code = int(body[2:], 16) if body[2:] and all(c in _HEX for c in body[2:]) else -1
+        elif body[:1] == "#":
+            code = int(body[1:]) if body[1:].isdigit() and body[1:].isascii() else -1
+        else:
+            named = html5.get(body + ";")
+            return (named, end + 1 - index) if named and len(named) == 1 else None
+        return (chr(code), end + 1 - index) if 0 < code < 0x110000 else None
+    except ValueError:
+        return None
 
 
 def _decode_at(text: str, index: int) -> list[tuple[str, int]]:
@@ -106,6 +137,12 @@ def _decode_at(text: str, index: int) -> list[tuple[str, int]]:
         chars = _percent_run(text, index)[0]
         if chars:
             return chars
+    elif char == "&":
+        entity = _entity_at(text, index)
+        if entity is not None:
+            return [entity]
+    elif "\uff01" <= char <= "\uff5e":  # fullwidth ASCII
+        return [(chr(ord(char) - 0xFEE0), 1)]
     return [(char, 1)]
 
 
@@ -180,20 +217,26 @@ def mask_secrets(
     """
     # A secret is looked for as a reader sees it: without hidden characters (a secret of nothing else is no secret).
     visible = ("".join(ch for ch in v if not is_hidden(ch)) for v in secret_values if isinstance(v, str))
-    values = sorted({v for v in visible if v}, key=len, reverse=True)
-    if not values or not text:
+    secrets = {v for v in visible if v}
+    if not secrets or not text:
         return text
+    # Every spelling looked for, lower-cased (the search ignores case), with the secret it stands for.
+    forms: dict[str, str] = {}
+    for secret in sorted(secrets, key=len):
+        for form in (secret, *_encodings(secret)):
+            forms[_lower(form)] = secret
     decoded, starts, ends = decoded_view(text) if _SPECIAL_RE.search(text) else (text, None, None)
+    decoded = _lower(decoded)
     spans: list[tuple[int, int, str]] = []
-    for value in values:
-        found = decoded.find(value)
+    for form, value in sorted(forms.items(), key=lambda item: len(item[0]), reverse=True):
+        found = decoded.find(form)
         while found != -1:
-            end = found + len(value)
+            end = found + len(form)
             if starts is None or ends is None:
                 spans.append((found, end, value))
             else:
                 spans.append((starts[found], ends[end - 1], value))
-            found = decoded.find(value, found + 1)
+            found = decoded.find(form, found + 1)
     if not spans:
         return text
     # Overlapping matches (two secrets sharing characters, or one secret overlapping itself) become one masked span.
@@ -213,3 +256,33 @@ def mask_secrets(
         cursor = end
     pieces.append(text[cursor:])
     return "".join(pieces)
+
+
+ENCODED_MIN = 8  # an encoded form shorter than this is left unsearched (it would match ordinary text)
+HEX_MIN_BYTES = 8
+
+
+def _lower(text: str) -> str:
+    """Lower case, one character for one (a character whose lower case is longer stays as it is: the view's spans
+    map character to character)."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(low if len(low := char.lower()) == 1 else char for char in text)
+
+
+def _encodings(secret: str) -> list[str]:
+    """The secret's hexadecimal and the parts of its base64 that don't depend on what surrounds it: inside a longer
+    base64 text it may start at any of three byte alignments, and the characters that mix its bits with its
+    neighbours' are left out."""
+    raw = secret.encode()
+    # Hexadecimal only for a secret of 8 bytes or more: a shorter one's hex is a number an answer may well hold.
+    found = [raw.hex()] if len(raw) >= HEX_MIN_BYTES else []
+    for lead in range(3):
+        encoded = base64.b64encode(b"\0" * lead + raw).decode().rstrip("=")
+        skip = (0, 2, 3)[lead]
+        tail = (lead + len(raw)) % 3  # bytes in the last group: its last character mixes in the padding's bits
+        core = encoded[skip : len(encoded) - (1 if tail else 0)]
+        if len(core) >= ENCODED_MIN:
+            found += [core, core.replace("+", "-").replace("/", "_")]
+    return found

@@ -53,7 +53,7 @@ REVIEWED: dict[str, str] = {
     r"^(?:0|[1-9][0-9]{0,2})(?!\n)$": "anchored, at most 3 characters",
     r"^[\x21-\x7e]+(?!\n)$": "anchored, one class",
     r"^v1(?:/.*)?$": "anchored, a literal then anything",
-    r"[\\%\p{Cc}\p{Cf}\p{Cs}\uFE00-\uFE0F\U000E0100-\U000E01EF\u115F\u1160\u3164\uFFA0\u034F]": (
+    r"[\\%&\uFF01-\uFF5E\p{Cc}\p{Cf}\p{Cs}\uFE00-\uFE0F\U000E0100-\U000E01EF\u115F\u1160\u3164\uFFA0\u034F]": (
         "one character class: one character per attempt"
     ),
     r"^[^\x00-\x1f\x7f]+(?!\n)$": "anchored, one class",

@@ -78,7 +78,9 @@ def test_linear_on_hostile_text() -> None:
     prefix=st.text(max_size=10),
     suffix=st.text(max_size=10),
     spellings=st.lists(
-        st.sampled_from(["plain", "json", "json_all", "percent", "hidden", "hidden_json"]), min_size=24, max_size=24
+        st.sampled_from(["plain", "json", "json_all", "percent", "hidden", "hidden_json", "html", "htmlx", "wide"]),
+        min_size=24,
+        max_size=24,
     ),
 )
 def test_no_spelling_of_the_secret_survives(secret: str, prefix: str, suffix: str, spellings: list[str]) -> None:
@@ -93,6 +95,12 @@ def test_no_spelling_of_the_secret_survives(secret: str, prefix: str, suffix: st
             return char + "\u200b"
         if how == "hidden_json":
             return char + "\\u2060\\u202e"
+        if how == "html":
+            return f"&#{ord(char)};"
+        if how == "htmlx":
+            return f"&#X{ord(char):X};"
+        if how == "wide" and "!" <= char <= "~":
+            return chr(ord(char) + 0xFEE0)
         return char
 
     echoed = "".join(spell(c, spellings[i]) for i, c in enumerate(secret))
@@ -118,3 +126,37 @@ def test_linear_on_hidden_characters() -> None:
     assert MASK in mask_secrets("\u200b" * 300_000 + "tok_live_0123456789", ["tok_live_0123456789"])
     assert MASK in mask_secrets("\\u200b" * 150_000 + "tok_live_0123456789", ["tok_live_0123456789"])
     assert time.monotonic() - started < 20
+
+
+def test_the_second_reviews_spellings() -> None:
+    """Item 5: upper-cased, base64 (alone, inside a Basic authorization, at any alignment, URL-safe), hex, HTML
+    character references (decimal, hexadecimal, named), fullwidth."""
+    import base64
+
+    secret = "sk_live_4f9a8b7c6d5e"
+    raw = secret.encode()
+    spellings = {
+        "upper": secret.upper(),
+        "base64": base64.b64encode(raw).decode(),
+        "basic": base64.b64encode(b"user:" + raw).decode(),
+        "base64 inside": base64.b64encode(b"ab" + raw + b"c").decode(),
+        "url-safe": base64.urlsafe_b64encode(b"\xff\xfe" + raw).decode(),
+        "hex": raw.hex(),
+        "HEX": raw.hex().upper(),
+        "html": "".join(f"&#{ord(c)};" for c in secret),
+        "html hex": "".join(f"&#x{ord(c):x};" for c in secret),
+        "named": secret.replace("_", "&lowbar;"),
+        "fullwidth": "".join(chr(ord(c) + 0xFEE0) for c in secret),
+    }
+    for how, spelled in spellings.items():
+        masked = mask_secrets(f'{{"echo": "{spelled}"}}', [secret])
+        assert MASK in masked, how
+        assert spelled not in masked, how
+    # Ordinary text with ampersands and wide characters is left as it is.
+    text = "Tom &amp; Jerry &#169; 2026 — ＡＢＣ & co"
+    assert mask_secrets(text, [secret]) == text
+
+
+def test_an_encoded_form_too_short_to_be_told_from_text_is_not_searched() -> None:
+    # "abc" in hex is "616263": a six-digit number in a body must not be masked for it.
+    assert mask_secrets("order 616263 shipped", ["abc"]) == "order 616263 shipped"
