@@ -263,7 +263,7 @@ class SessionMessagesApi(ProjectApi):
         if body.role == "team":
             _secret_only(self.api_key, "The team writes into a conversation")
         else:
-            throttle.customer_message(self.api_key)
+            throttle.customer_message(self.api_key, address=client_address(request))
         session = selectors.session_get(
             project=self.project, session_id=session_id, key=self.api_key, end_user_token=end_user_token(request)
         )
@@ -502,7 +502,7 @@ class RunCreateApi(ProjectApi):
         if body.stream and body.wait:
             raise Unprocessable("invalid_request", "Give stream or wait, not both.")
         idempotency = _idempotency(request, key, data)
-        throttle.run_start(key)
+        throttle.run_start(key, address=client_address(request))
         sandbox, run_real_actions = _sandbox(body)
         places = streams.StreamPlaces.take(request, streams.owner_of(request, key)) if body.stream else None
         try:
