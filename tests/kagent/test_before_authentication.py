@@ -1,29 +1,40 @@
 """What a request costs before its API key is known (issue 27, finding 3): nothing reads its body, let alone parses
-it, before the key is checked, for every operation of the OpenAPI document; the events server (ASGI) reads at most
-DATA_UPLOAD_MAX_MEMORY_SIZE of it; and requests with a key that isn't valid are limited per client address."""
+it, before the key is checked, for every operation of the OpenAPI document (once the answer is decided, a body up to
+DATA_UPLOAD_MAX_MEMORY_SIZE is drained, unparsed, so the client reads the answer); the events server (ASGI) reads at
+most that much of it; and requests with a key that isn't valid are limited per client address."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
+import subprocess
+import sys
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from django.conf import settings as django_settings
 from django.test.client import FakePayload
 from django.urls import resolve
 from rest_framework.test import APIClient
 
+from kagent import errors
 from kagent.api import ProjectApi
 from kagent.parsers import StrictJSONParser
+from tests.conftest import ROOT, database_url_for_subprocess, wait_for
 from tests.kagent.test_auth import error
+from tests.runs.test_run_events_live import _free_port
 
 pytestmark = pytest.mark.django_db
 
-# Over 2.5 MB and not JSON: parsed, it would be a 400 `invalid_json` (or, read through `request.body`, a 413).
+# Not JSON: parsed, each would be a 400 `invalid_json` (or, over DATA_UPLOAD_MAX_MEMORY_SIZE, 2.5 MB, a 413).
 HUGE_MALFORMED = b'{"agent": "agt_x", "input": "' + b"x" * 2_700_000 + b"\\"
+LARGE_MALFORMED = b'{"agent": "agt_x", "input": "' + b"x" * 2_000_000 + b"\\"
 
 
 @pytest.fixture(autouse=True)
@@ -39,30 +50,54 @@ def wrong_key() -> str:
 @pytest.fixture
 def body_reads(monkeypatch) -> list[str]:
     """Every read of a request's body, and every parse of one, as it happens: the test client's `wsgi.input` is a
-    FakePayload, which everything that reads a body (`request.body`, `request.POST`, DRF's parsers) reads from."""
+    FakePayload, which everything that reads a body (`request.body`, `request.POST`, DRF's parsers) reads from.
+    Reads once the answer is decided, to drain the socket (kagent.errors.drain_unread_body), are `drain`."""
     seen: list[str] = []
-    read, readline, parse = FakePayload.read, FakePayload.readline, StrictJSONParser.parse
+    draining = False
+    read, readline, parse, drain = (
+        FakePayload.read,
+        FakePayload.readline,
+        StrictJSONParser.parse,
+        errors.drain_unread_body,
+    )
 
     def spy_read(self: FakePayload, *args: Any, **kwargs: Any) -> bytes:
-        seen.append("read")
+        seen.append("drain" if draining else "read")
         return read(self, *args, **kwargs)
 
     def spy_readline(self: FakePayload, *args: Any, **kwargs: Any) -> bytes:
-        seen.append("readline")
+        seen.append("drain" if draining else "readline")
         return readline(self, *args, **kwargs)
 
     def spy_parse(self: StrictJSONParser, *args: Any, **kwargs: Any) -> Any:
         seen.append("parse")
         return parse(self, *args, **kwargs)
 
+    def spy_drain(request: Any) -> None:
+        nonlocal draining
+        draining = True
+        try:
+            drain(request)
+        finally:
+            draining = False
+
     monkeypatch.setattr(FakePayload, "read", spy_read)
     monkeypatch.setattr(FakePayload, "readline", spy_readline)
     monkeypatch.setattr(StrictJSONParser, "parse", spy_parse)
+    monkeypatch.setattr(errors, "drain_unread_body", spy_drain)
     return seen
 
 
 def send(client: APIClient, method: str, path: str, body: bytes, **extra: Any) -> Any:
     return client.generic(method, path, body, content_type="application/json", **extra)
+
+
+def drained_only(reads: list[str], body: bytes) -> bool:
+    """Nothing read before the answer was decided, nothing parsed; once it was, a body up to the upload limit read to
+    its end (so the client reads the answer), a larger one not at all."""
+    if len(body) > django_settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        return reads == []
+    return set(reads) == {"drain"}
 
 
 def operations() -> list[tuple[str, str]]:
@@ -95,16 +130,18 @@ def test_no_operation_reads_the_body_before_the_key_is_checked(alice, body_reads
             ("no key", None, 401, "authentication_required"),
             ("not a key", "Bearer nope", 401, "invalid_api_key"),
         ):
-            body_reads.clear()
-            extra = {"HTTP_AUTHORIZATION": header} if header else {}
-            response = send(APIClient(), method, path, HUGE_MALFORMED, **extra)
-            if (response.status_code, error(response)) != (status, code) or body_reads:
-                problems.append(f"{method} {path} with {label}: {response.status_code} {error(response)} {body_reads}")
+            for body in (HUGE_MALFORMED, LARGE_MALFORMED):
+                body_reads.clear()
+                extra = {"HTTP_AUTHORIZATION": header} if header else {}
+                response = send(APIClient(), method, path, body, **extra)
+                if (response.status_code, error(response)) != (status, code) or not drained_only(body_reads, body):
+                    problems.append(f"{method} {path} with {label}: {response.status_code} {error(response)}")
         if not view.publishable_allowed:  # a visitor's key where only the business's server may go: 403, unread
-            body_reads.clear()
-            response = send(alice.client(alice.publishable_key), method, path, HUGE_MALFORMED)
-            if response.status_code != 403 or body_reads:
-                problems.append(f"{method} {path} with a publishable key: {response.status_code} {body_reads}")
+            for body in (HUGE_MALFORMED, LARGE_MALFORMED):
+                body_reads.clear()
+                response = send(alice.client(alice.publishable_key), method, path, body)
+                if response.status_code != 403 or not drained_only(body_reads, body):
+                    problems.append(f"{method} {path} with a publishable key: {response.status_code} {body_reads}")
     assert not problems, "\n".join(problems)
 
 
@@ -118,6 +155,60 @@ def test_the_spies_see_a_body_that_is_read(alice, body_reads):
     response = send(alice.client(), "POST", "/v1/runs", small)
     assert response.status_code == 400 and error(response) == "invalid_json"
     assert "read" in body_reads and "parse" in body_reads
+
+
+@pytest.fixture
+def gunicorn_server(tmp_path: Path) -> Iterator[str]:
+    """`gunicorn kagent.wsgi` as production runs it (gunicorn.conf.py: threaded), on this session's database."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url_for_subprocess(),
+        "DEBUG": "false",
+        "WEB_CONCURRENCY": "1",
+        "KAGENT_BIND": f"127.0.0.1:{port}",
+        "KAGENT_AUTH_FAILURES": "1000",  # its counters are no test's own: stay clear of the limit
+    }
+    with open(tmp_path / "gunicorn.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "kagent.wsgi", "-c", "gunicorn.conf.py"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}"
+
+        def answers() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError((tmp_path / "gunicorn.log").read_text())
+            try:
+                return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        try:
+            wait_for(answers, timeout=60, message="gunicorn to answer")
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+
+
+def test_a_client_sending_a_large_body_with_a_wrong_key_reads_the_401(gunicorn_server):
+    # A client sends the whole body before it reads the answer. Unread, the body was left on the socket: gunicorn
+    # drains 64 KB of it and closes, and the client saw the connection reset instead of the 401. Drained (up to
+    # DATA_UPLOAD_MAX_MEMORY_SIZE, never parsed), the answer arrives, on a connection kept for the next request.
+    assert len(LARGE_MALFORMED) < django_settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    headers = {"Content-Type": "application/json"}
+    with httpx.Client(base_url=gunicorn_server, timeout=30) as client:
+        for _ in range(5):
+            response = client.post(
+                "/v1/runs", content=LARGE_MALFORMED, headers=headers | {"Authorization": "Bearer nope"}
+            )
+            assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
+            response = client.post("/v1/runs", content=LARGE_MALFORMED, headers=headers)
+            assert response.status_code == 401 and response.json()["error"]["code"] == "authentication_required"
 
 
 # --- the events server (ASGI) --------------------------------------------------------------------------------------
