@@ -221,7 +221,7 @@ def test_a_customer_talks_to_the_agent_on_the_shops_site_and_is_handed_to_a_pers
         expect(log.locator(".notice.handoff")).to_contain_text("A person from the team will continue")
 
         # Too many messages: the API's 429 is said kindly, with its wait, and the message is kept to send again.
-        def too_many(key: ApiKey) -> None:
+        def too_many(key: ApiKey, *, address: str) -> None:
             raise throttle.RateLimited("This key started more than 60 runs this minute.", 17)
 
         monkeypatch.setattr(throttle, "run_start", too_many)  # the fault: the limit reached
