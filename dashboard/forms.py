@@ -54,10 +54,10 @@ class RequestLimitsForm(forms.Form):
         label="Requests a minute per secret key", required=False, min_value=1, max_value=1_000_000
     )
     api_rate_publishable = forms.IntegerField(
-        label="Requests a minute per publishable key", required=False, min_value=1, max_value=1_000_000
+        label="Requests a minute per visitor (publishable key)", required=False, min_value=1, max_value=1_000_000
     )
     run_rate_publishable = forms.IntegerField(
-        label="Runs started a minute per publishable key", required=False, min_value=1, max_value=1_000_000
+        label="Runs started a minute per visitor (publishable key)", required=False, min_value=1, max_value=1_000_000
     )
 
     def clean(self) -> dict[str, Any]:

@@ -114,6 +114,7 @@ def _api_keys_page(
             "api_rate_publishable": settings.KAGENT_API_RATE_PUBLISHABLE,
             "run_rate_publishable": settings.KAGENT_RUN_RATE_PUBLISHABLE,
         },
+        "publishable_ceiling_factor": settings.KAGENT_PUBLISHABLE_CEILING_FACTOR,
     }
     return render(request, "dashboard/api_keys.html", context)
 

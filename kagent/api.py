@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from kagent import throttle
+from kagent.clients import client_address
 from kagent.converters import ID_PATTERN
 from kagent.errors import ApiError, Unprocessable
 from kagent.models import ApiKey, Project
@@ -28,7 +29,9 @@ class ProjectApi(APIView):
     """The one request pipeline of `/v1`, for every operation (`POST /v1/runs` too): DRF's request cycle with the
     API key's authentication and permission (kagent.auth), the request limit (`initial`), the strict JSON parser
     (kagent.parsers), the error JSON (kagent.errors) and the JSON renderer. Resolves the project from the API key
-    once; every selector a subclass calls takes `self.project`.
+    once; every selector a subclass calls takes `self.project`. The body is read only when the operation asks for
+    `request.data`, so never before the key and the limit let the request through (tests/kagent/
+    test_before_authentication.py holds every operation of the OpenAPI document to that).
 
     A publishable key is refused unless the subclass sets `publishable_allowed = True`.
     """
@@ -37,7 +40,7 @@ class ProjectApi(APIView):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)  # authentication, permissions
-        throttle.api_request(self.api_key)
+        throttle.api_request(self.api_key, address=client_address(request._request))
 
     @property
     def project(self) -> Project:

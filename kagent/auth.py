@@ -1,4 +1,9 @@
-"""API key authentication: `Authorization: Bearer ka_sk_…` or `ka_pk_…` (SPEC §3)."""
+"""API key authentication: `Authorization: Bearer ka_sk_…` or `ka_pk_…` (SPEC §3).
+
+The key is checked before anything reads the request's body (DRF parses it only when a view asks for
+`request.data`, after `initial`): a request without a valid key costs its headers, a digest and one indexed lookup,
+whatever it sends. Requests whose key is refused are counted per client address (kagent.throttle), 429 over the
+limit."""
 
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
+from kagent import throttle
+from kagent.clients import client_address
 from kagent.cors import OriginRefused, origin_check
 from kagent.models import ApiKey
 from kagent.sql import api_key_by_digest
@@ -73,6 +80,7 @@ class ApiKeyAuthentication(BaseAuthentication):
         try:
             key = api_key_from_header(request.META.get("HTTP_AUTHORIZATION", ""))
         except KeyRefused as refused:
+            throttle.authentication_failed(client_address(request._request))  # 429 over the address's limit
             raise exceptions.AuthenticationFailed(refused.message, code=refused.code) from None
         if key is None:
             return None

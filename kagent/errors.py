@@ -9,11 +9,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError as DatabaseInterfaceError
 from django.db import OperationalError as DatabaseOperationalError
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
 from django.views.decorators.csrf import csrf_exempt
 from kombu.exceptions import OperationalError as BrokerOperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -170,14 +171,43 @@ def is_api_path(path: str) -> bool:
     return path.startswith("/v1/") or path == "/v1" or path == "/healthz"
 
 
+DRAIN_CHUNK = 64 * 1024
+
+
+def drain_unread_body(request: HttpRequest) -> None:
+    """Reads to its end, into nothing, a body the answer was decided without (a 401, a 403, a 429, a 404: never
+    parsed, often never needed), when it is at most DATA_UPLOAD_MAX_MEMORY_SIZE: the client, which sends the whole
+    body before it reads the answer, then reads the answer rather than a connection reset by a server that closed
+    with the body still coming (gunicorn drains 64 KB of it, then closes). A larger body is left unread, as Django
+    leaves it when it refuses one (413): reading stays bounded, whoever sends it."""
+    if request._read_started:  # type: ignore[attr-defined]  # Django's, set by every read of the body
+        return
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if length <= 0 or (limit is not None and length > limit):
+        return
+    try:
+        while request.read(DRAIN_CHUNK):
+            pass
+    except UnreadablePostError:  # the client went away: nothing to answer
+        pass
+
+
 class ApiErrorMiddleware:
-    """JSON errors for API paths that never reached a DRF view: unknown URLs, crashes in middleware."""
+    """JSON errors for API paths that never reached a DRF view: unknown URLs, crashes in middleware. And the body of
+    an API request that was answered without reading it is drained (`drain_unread_body`)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
+        response = self.get_response(request)
+        if is_api_path(request.path):
+            drain_unread_body(request)
+        return response
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not is_api_path(request.path):

@@ -224,6 +224,8 @@ KAGENT_OWN_HOSTS = [
 KAGENT_TRUSTED_PROXIES = [n for n in os.environ.get("KAGENT_TRUSTED_PROXIES", "").replace(",", " ").split()]
 # API requests per API key per minute (a project can set its own); run creation per publishable key per minute
 # (each run spends on the model); dashboard sign-in failures allowed per account and per address in 15 minutes.
+# A publishable key's limits are each visitor's (client address), under a ceiling for the key of that many times
+# them (all its visitors together): one visitor can't use up what the others of the site have.
 KAGENT_API_RATE_SECRET = int(os.environ.get("KAGENT_API_RATE_SECRET", "1200"))
 KAGENT_API_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_API_RATE_PUBLISHABLE", "300"))
 KAGENT_RUN_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_RUN_RATE_PUBLISHABLE", "60"))
@@ -231,8 +233,13 @@ KAGENT_RUN_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_RUN_RATE_PUBLISHABLE", 
 KAGENT_MAX_API_RATE_SECRET = int(os.environ.get("KAGENT_MAX_API_RATE_SECRET", "12000"))
 KAGENT_MAX_API_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_MAX_API_RATE_PUBLISHABLE", "3000"))
 KAGENT_MAX_RUN_RATE_PUBLISHABLE = int(os.environ.get("KAGENT_MAX_RUN_RATE_PUBLISHABLE", "600"))
+KAGENT_PUBLISHABLE_CEILING_FACTOR = int(os.environ.get("KAGENT_PUBLISHABLE_CEILING_FACTOR", "20"))
 KAGENT_SIGNIN_FAILURES = int(os.environ.get("KAGENT_SIGNIN_FAILURES", "10"))
 KAGENT_SIGNIN_ACCOUNT_FAILURES = int(os.environ.get("KAGENT_SIGNIN_ACCOUNT_FAILURES", "100"))
+# API requests with an Authorization header that names no usable key, per client address per minute; more are 429.
+KAGENT_AUTH_FAILURES = int(os.environ.get("KAGENT_AUTH_FAILURES", "30"))
+if KAGENT_PUBLISHABLE_CEILING_FACTOR < 1 or KAGENT_AUTH_FAILURES < 1:
+    raise ImproperlyConfigured("KAGENT_PUBLISHABLE_CEILING_FACTOR and KAGENT_AUTH_FAILURES are at least 1")
 # What one member may do a minute in a project's dashboard that reaches outside or spends on the model.
 KAGENT_DASHBOARD_ACTIONS = int(os.environ.get("KAGENT_DASHBOARD_ACTIONS", "60"))
 # Run event streams (`GET /v1/runs/{id}/events`) an API key may hold open at once, and `POST /v1/runs` waits.

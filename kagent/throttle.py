@@ -1,13 +1,23 @@
 """Request limits, counted in Redis (the cache, kagent/cache.py): how many
 requests an API key may make a minute, how many runs a publishable key may start, how many failed sign-ins an
-account or an address may have. Fixed windows: at most `limit` in each window, a refusal says when the next
-window starts (`Retry-After`)."""
+account or an address may have, how many requests with a key that isn't one an address may make. Fixed windows: at
+most `limit` in each window, a refusal says when the next window starts (`Retry-After`).
+
+A publishable key sits in the business's pages: every visitor holds it, and anyone can copy it. Its limits are each
+visitor's (per client address, kagent.clients), under a ceiling for the key as a whole
+(`KAGENT_PUBLISHABLE_CEILING_FACTOR` times a visitor's), so one visitor over their limit answers 429 to themselves,
+never to the others. A secret key is the business's own server: one count per key.
+
+Addresses are counted as `address_bucket` groups them: an IPv6 client by its /64 (what one subscriber is given), so
+taking a new address from one's own block doesn't start a new count."""
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import math
 import time
+from collections.abc import Sequence
 from typing import cast
 
 from django.conf import settings
@@ -42,11 +52,21 @@ def _window(key: str, window_s: int, now: float) -> tuple[str, float]:
 def count(key: str, *, limit: int, window_s: int) -> int | None:
     """Counts one more for `key` in the current window: None while within `limit`, else the seconds until the next
     window. (One round trip on every API request, atomic: concurrent requests never both take the last slot.)"""
+    refused = count_in_turn([(key, limit)], window_s=window_s)
+    return None if refused is None else refused[1]
+
+
+def count_in_turn(counters: Sequence[tuple[str, int]], *, window_s: int) -> tuple[int, int] | None:
+    """Counts one more on each `(key, limit)` in turn, in one round trip, until one goes over its limit: None when
+    none did, else (its position from 0, the seconds until the next window). The ones after it are not counted."""
     now = time.time()
-    cache_key, ends = _window(key, window_s, now)
+    names, ends = [], now
+    for key, _ in counters:
+        name, ends = _window(key, window_s, now)
+        names.append(name)
     backend = cast(RedisCache, caches[DEFAULT_CACHE_ALIAS])  # settings: the cache is always kagent.cache's
-    used = backend.count(cache_key, timeout=window_s + 5)
-    return None if used <= limit else max(1, math.ceil(ends - now))
+    over = backend.count(names, [limit for _, limit in counters], timeout=window_s + 5)
+    return None if over == 0 else (over - 1, max(1, math.ceil(ends - now)))
 
 
 def peek(key: str, *, window_s: int) -> int:
@@ -60,38 +80,83 @@ def clear(key: str, *, window_s: int) -> None:
     cache.delete(cache_key)
 
 
-def api_request(key: ApiKey) -> None:
-    """An API key's requests a minute: the project's own limit for its kind of key, else the default."""
+def address_bucket(address: str) -> str:
+    """What an address is counted as: an IPv4 address (also written IPv4-mapped) itself, an IPv6 address its /64."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
+def _publishable(key: ApiKey, what: str, *, per_visitor: int, address: str, verb: str) -> None:
+    """A publishable key's count of `what` (requests, runs, messages): the visitor's own (`per_visitor` a minute),
+    then the key's ceiling (all its visitors together); `verb` says what they did, in the refusal."""
+    ceiling = per_visitor * settings.KAGENT_PUBLISHABLE_CEILING_FACTOR
+    counters = [(f"{what}:{key.pk}:visitor:{address_bucket(address)}", per_visitor), (f"{what}:{key.pk}", ceiling)]
+    refused = count_in_turn(counters, window_s=MINUTE)
+    if refused is None:
+        return
+    which, wait = refused
+    if which == 0:
+        raise RateLimited(
+            f"This address {verb} more than {per_visitor} {what} this minute with this key; try again in {wait} s.",
+            wait,
+        )
+    raise RateLimited(
+        f"This key's visitors together {verb} more than {ceiling} {what} this minute; try again in {wait} s.", wait
+    )
+
+
+def api_request(key: ApiKey, *, address: str) -> None:
+    """An API key's requests a minute: the project's own limit for its kind of key, else the default; a publishable
+    key's per visitor's address, under its ceiling."""
     project = key.project
     if key.is_secret:
         limit = project.api_rate_secret or settings.KAGENT_API_RATE_SECRET
-    else:
-        limit = project.api_rate_publishable or settings.KAGENT_API_RATE_PUBLISHABLE
-    wait = count(f"api:{key.pk}", limit=limit, window_s=MINUTE)
-    if wait is not None:
-        raise RateLimited(f"This API key made more than {limit} requests this minute; try again in {wait} s.", wait)
+        wait = count(f"api:{key.pk}", limit=limit, window_s=MINUTE)
+        if wait is not None:
+            raise RateLimited(f"This API key made more than {limit} requests this minute; try again in {wait} s.", wait)
+        return
+    per_visitor = project.api_rate_publishable or settings.KAGENT_API_RATE_PUBLISHABLE
+    _publishable(key, "requests", per_visitor=per_visitor, address=address, verb="made")
 
 
-def run_start(key: ApiKey) -> None:
-    """Runs a publishable key may start a minute (each one spends on the model); secret keys are the business's
-    own server and are held by their request limit only."""
+def run_start(key: ApiKey, *, address: str) -> None:
+    """Runs a publishable key may start a minute (each one spends on the model), per visitor's address under the
+    key's ceiling; secret keys are the business's own server and are held by their request limit only."""
     if key.is_secret:
         return
-    limit = key.project.run_rate_publishable or settings.KAGENT_RUN_RATE_PUBLISHABLE
-    wait = count(f"runs:{key.pk}", limit=limit, window_s=MINUTE)
-    if wait is not None:
-        raise RateLimited(f"This key started more than {limit} runs this minute; try again in {wait} s.", wait)
+    per_visitor = key.project.run_rate_publishable or settings.KAGENT_RUN_RATE_PUBLISHABLE
+    _publishable(key, "runs", per_visitor=per_visitor, address=address, verb="started")
 
 
-def customer_message(key: ApiKey) -> None:
+def customer_message(key: ApiKey, *, address: str) -> None:
     """A customer's messages written through a publishable key (to the team, during a live handoff): limited like
-    the runs it may start, on their own count."""
+    the runs it may start, per visitor's address under the key's ceiling, on their own count."""
     if key.is_secret:
         return
-    limit = key.project.run_rate_publishable or settings.KAGENT_RUN_RATE_PUBLISHABLE
-    wait = count(f"messages:{key.pk}", limit=limit, window_s=MINUTE)
+    per_visitor = key.project.run_rate_publishable or settings.KAGENT_RUN_RATE_PUBLISHABLE
+    _publishable(key, "messages", per_visitor=per_visitor, address=address, verb="wrote")
+
+
+def authentication_failed(address: str) -> None:
+    """A request with an `Authorization` header that names no usable key (malformed, unknown, revoked), from
+    `address`: RateLimited once the address made more than KAGENT_AUTH_FAILURES of them this minute. Only failures
+    are counted and only they are refused (a valid key is let in from any address): no key is guessed faster than
+    that, and a shared address (a NAT, a proxy) where one client holds a wrong key keeps working for the others."""
+    limit = settings.KAGENT_AUTH_FAILURES
+    wait = count(f"auth-failures:{address_bucket(address)}", limit=limit, window_s=MINUTE)
     if wait is not None:
-        raise RateLimited(f"This key wrote more than {limit} messages this minute; try again in {wait} s.", wait)
+        raise RateLimited(
+            f"Too many requests with an API key that isn't valid came from this address (more than {limit} this "
+            f"minute). Check the key you send; try again in {wait} s.",
+            wait,
+        )
 
 
 def dashboard_action(project_id: str, user_id: int) -> None:

@@ -270,7 +270,7 @@ class SessionMessagesApi(ProjectApi):
         if body.role == "team":
             _secret_only(self.api_key, "The team writes into a conversation")
         else:
-            throttle.customer_message(self.api_key)
+            throttle.customer_message(self.api_key, address=client_address(request))
         message = services.session_message_create(
             session=session, role=body.role, content=body.content, author=body.author or ""
         )
@@ -507,7 +507,7 @@ class RunCreateApi(ProjectApi):
         if body.stream and body.wait:
             raise Unprocessable("invalid_request", "Give stream or wait, not both.")
         idempotency = _idempotency(request, key, data)
-        throttle.run_start(key)
+        throttle.run_start(key, address=client_address(request))
         sandbox, run_real_actions = _sandbox(body)
         places = streams.StreamPlaces.take(request, streams.owner_of(request, key)) if body.stream else None
         try:

@@ -243,7 +243,7 @@ def test_a_customer_talks_to_the_agent_on_the_shops_site_and_is_handed_to_a_pers
 
         # Too many messages: the API's 429 is said kindly, with its wait, and the message is kept to send again. (The
         # team holds the conversation: the message is for them, limited like runs.)
-        def too_many(key: ApiKey) -> None:
+        def too_many(key: ApiKey, *, address: str) -> None:
             raise throttle.RateLimited("This key wrote more than 60 messages this minute.", 17)
 
         monkeypatch.setattr(throttle, "customer_message", too_many)  # the fault: the limit reached

@@ -1,6 +1,7 @@
-"""Request limits: per API key (secret and publishable separately, the project's own or the defaults), run creation
-per publishable key, and dashboard sign-in per account and per address — 429 `rate_limited` with Retry-After, or
-the same message on the sign-in page whether the account exists or not."""
+"""Request limits: per API key (secret and publishable separately, the project's own or the defaults; a publishable
+key's per visitor address, under a ceiling for the key), run creation per publishable key (the same way), and
+dashboard sign-in per account and per address — 429 `rate_limited` with Retry-After, or the same message on the
+sign-in page whether the account exists or not."""
 
 from __future__ import annotations
 
@@ -176,3 +177,89 @@ def test_a_project_can_not_raise_its_limits_above_the_operators_ceilings(alice, 
         )
     assert too_high.value.code == "limit_too_high"
     assert owner.post("/settings/request-limits/", {"api_rate_secret": "5000"}).status_code == 302
+
+
+# --- a publishable key: per visitor, under a key-wide ceiling (issue 27, finding 4) --------------------------------
+
+
+def visitor(tenant, address: str):
+    """A visitor of the business's site: the page's publishable key, from the visitor's own address."""
+    client = tenant.client(tenant.publishable_key)
+    client.defaults["REMOTE_ADDR"] = address
+    return client
+
+
+NOWHERE = "/v1/runs/run_00000000000000000000000000"
+
+
+def test_one_visitor_over_the_request_limit_does_not_silence_the_others(alice, settings):
+    settings.KAGENT_API_RATE_PUBLISHABLE = 3
+    noisy, quiet = visitor(alice, "198.51.100.7"), visitor(alice, "203.0.113.9")
+    assert [noisy.get(NOWHERE).status_code for _ in range(8)] == [404] * 3 + [429] * 5
+    refused = noisy.get(NOWHERE)
+    assert error(refused) == "rate_limited" and refused["Retry-After"]
+    assert "address" in refused.json()["error"]["message"]
+    assert [quiet.get(NOWHERE).status_code for _ in range(3)] == [404] * 3
+    # a project's own limit is per visitor too
+    Project.objects.filter(pk=alice.project.pk).update(api_rate_publishable=5)
+    assert [visitor(alice, "192.0.2.30").get(NOWHERE).status_code for _ in range(6)] == [404] * 5 + [429]
+
+
+def test_one_visitor_over_the_run_limit_does_not_stop_the_others_runs(alice, fake_llm, settings):
+    settings.KAGENT_RUN_RATE_PUBLISHABLE = 2
+    h = Harness(alice, fake_llm)
+    agent = h.agent("visitors-spend", [text("hi")])
+    noisy, quiet = visitor(alice, "198.51.100.7"), visitor(alice, "203.0.113.9")
+    made = [noisy.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json") for _ in range(4)]
+    assert [r.status_code for r in made] == [201, 201, 429, 429]
+    assert "address" in made[2].json()["error"]["message"]
+    assert quiet.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json").status_code == 201
+
+
+def test_the_key_wide_ceiling_still_holds_and_refused_requests_dont_fill_it(alice, settings):
+    settings.KAGENT_API_RATE_PUBLISHABLE = 2
+    settings.KAGENT_PUBLISHABLE_CEILING_FACTOR = 2  # the key: 4 requests a minute, all visitors together
+    first, second, third = (visitor(alice, f"203.0.113.{n}") for n in (11, 12, 13))
+    # the first visitor's refused requests are its own: they don't count against the key
+    assert [first.get(NOWHERE).status_code for _ in range(6)] == [404, 404, 429, 429, 429, 429]
+    assert [second.get(NOWHERE).status_code for _ in range(2)] == [404, 404]
+    over = third.get(NOWHERE)
+    assert over.status_code == 429 and error(over) == "rate_limited" and over["Retry-After"]
+    assert "visitors" in over.json()["error"]["message"]
+    # the business's server is not held by its publishable key's ceiling
+    assert alice.client().get("/v1/agents").status_code == 200
+
+
+def test_the_key_wide_run_ceiling_holds(alice, fake_llm, settings):
+    settings.KAGENT_RUN_RATE_PUBLISHABLE = 1
+    settings.KAGENT_PUBLISHABLE_CEILING_FACTOR = 2
+    h = Harness(alice, fake_llm)
+    agent = h.agent("visitors-ceiling", [text("hi")])
+    codes = [
+        visitor(alice, f"198.51.100.{n}").post("/v1/runs", {"agent": agent, "input": "hi"}, format="json").status_code
+        for n in (1, 2, 3)
+    ]
+    assert codes == [201, 201, 429]
+
+
+def test_a_visitors_messages_to_the_team_are_limited_per_visitor(alice, fake_llm, settings):
+    settings.KAGENT_RUN_RATE_PUBLISHABLE = 2
+    h = Harness(alice, fake_llm)
+    agent = h.agent("visitors-messages", [text("hi")])
+
+    def write(client, session: str) -> int:
+        body = {"role": "user", "content": "still there?"}
+        return int(client.post(f"/v1/sessions/{session}/messages", body, format="json").status_code)
+
+    noisy, quiet = visitor(alice, "198.51.100.7"), visitor(alice, "203.0.113.9")
+    mine = noisy.post("/v1/sessions", {"agent": agent}, format="json").json()["id"]
+    theirs = quiet.post("/v1/sessions", {"agent": agent}, format="json").json()["id"]
+    assert [write(noisy, mine) for _ in range(3)] == [201, 201, 429]
+    assert write(quiet, theirs) == 201
+
+
+def test_a_secret_key_keeps_one_count_whatever_the_address(alice):
+    Project.objects.filter(pk=alice.project.pk).update(api_rate_secret=2)
+    api = alice.client()
+    codes = [api.get("/v1/agents", REMOTE_ADDR=f"192.0.2.{n}").status_code for n in (1, 2, 3)]
+    assert codes == [200, 200, 429]

@@ -34,7 +34,7 @@ def test_a_run_whose_message_cannot_reach_the_broker_is_answered_as_created(alic
 @pytest.mark.parametrize("outage", [OperationalError("the database system is shutting down"), RedisDown("refused")])
 @pytest.mark.parametrize("path", ["/v1/agents", "/v1/runs"])
 def test_an_outage_is_a_503_to_try_again_in_the_error_json(alice, monkeypatch, outage, path):
-    def down(key):
+    def down(key, *, address):
         raise outage
 
     monkeypatch.setattr(throttle, "api_request", down)
