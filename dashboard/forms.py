@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django import forms
-from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm, PasswordResetForm
+from django.http import HttpRequest
 
 from kagent import throttle
 from kagent.clients import client_address
@@ -40,6 +42,38 @@ class EmailLoginForm(AuthenticationForm):
             raise
         throttle.signin_succeeded(email, address)
         return cleaned
+
+
+class ForgotPasswordForm(PasswordResetForm):
+    """ "Forgot your password?": the same answer whether the address has an account or not. Throttled per client
+    address (refused, saying when to try again) and per email address (over the limit no mail is sent, and the
+    answer doesn't change): kagent/throttle.py."""
+
+    email = forms.EmailField(
+        label="Email", max_length=254, widget=forms.EmailInput(attrs={"autofocus": True, "autocomplete": "email"})
+    )
+
+    def __init__(self, *args: Any, request: HttpRequest | None = None, **kwargs: Any) -> None:
+        self.request = request
+        super().__init__(*args, **kwargs)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        address = client_address(self.request) if self.request is not None else ""
+        wait = throttle.password_reset_requested(address)
+        if wait is not None:
+            minutes = max(1, round(wait / 60))
+            raise forms.ValidationError(
+                f"Too many reset links asked from here. Try again in {minutes} minute{'s' if minutes != 1 else ''}.",
+                code="throttled",
+            )
+        return cleaned
+
+    def get_users(self, email: str) -> Iterator[Any]:
+        if not throttle.password_reset_mail_allowed(email):
+            return iter(())
+        users: Iterable[Any] = super().get_users(email)
+        return iter(users)
 
 
 class ApiKeyCreateForm(forms.Form):

@@ -2,7 +2,19 @@ from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
 
 from dashboard import views
-from dashboard.pages import agents, conversations, desk, knowledge, panel, runs, settings, tools, webhooks, widget
+from dashboard.pages import (
+    account,
+    agents,
+    conversations,
+    desk,
+    knowledge,
+    panel,
+    runs,
+    settings,
+    tools,
+    webhooks,
+    widget,
+)
 from kagent import converters  # noqa: F401  (registers `oid` and `name`)
 
 app_name = "dashboard"
@@ -15,6 +27,12 @@ urlpatterns = [
     path("widget/demo/", widget.widget_demo, name="widget-demo"),
     path("logout/", views.logout_view, name="logout"),
     path("account/password/", login_required(settings.PasswordChangeView.as_view()), name="password"),
+    # Reached from mails: "Forgot your password?" and an invitation's link (its token moves into the session).
+    path("password-reset/", account.ForgotPasswordView.as_view(), name="password-reset"),
+    path("password-reset/sent/", account.ForgotPasswordSentView.as_view(), name="password-reset-sent"),
+    path("password-reset/<uidb64>/<token>/", account.ResetPasswordView.as_view(), name="password-reset-confirm"),
+    path("invitations/accept/", account.invitation, name="invitation"),
+    path("invitations/<str:token>/", account.invitation_link, name="invitation-link"),
     path("projects/", views.project_picker, name="projects"),
     path("projects/<oid:project_id>/select/", views.project_select, name="project-select"),
     # Agents: the editor, the test panel (htmx endpoints under panel/), versions.
@@ -80,6 +98,12 @@ urlpatterns = [
     ),
     path("settings/members/", settings.members, name="members"),
     path("settings/members/<int:membership_id>/remove/", settings.member_remove, name="member-remove"),
+    path(
+        "settings/members/invitations/<oid:invitation_id>/resend/", settings.invitation_resend, name="invitation-resend"
+    ),
+    path(
+        "settings/members/invitations/<oid:invitation_id>/revoke/", settings.invitation_revoke, name="invitation-revoke"
+    ),
     path("settings/webhooks/", webhooks.webhook_list, name="webhooks"),
     path("settings/webhooks/<oid:endpoint_id>/", webhooks.webhook_detail, name="webhook"),
     path("settings/webhooks/<oid:endpoint_id>/rotate/", webhooks.webhook_rotate, name="webhook-rotate"),

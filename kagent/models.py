@@ -199,3 +199,36 @@ class EgressEvent(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["project", "-created_at"])]
+
+
+class Invitation(models.Model):
+    """An invitation to join an organization, by email (kagent/invitations.py). Only a SHA-256 digest of its token is
+    stored: the token is in the link mailed to the invitee and nowhere else. One pending invitation per address and
+    organization; sending it again replaces its token (the old link stops working)."""
+
+    id = PrefixedIdField(prefix="inv")
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField()
+    role = models.CharField(max_length=10, choices=Membership.Role.choices)
+    invited_by = models.ForeignKey(User, on_delete=models.SET_NULL, null=True, related_name="+")
+    token_digest = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "email"],
+                condition=models.Q(accepted_at__isnull=True),
+                name="one_pending_invitation_per_address",
+            )
+        ]
+
+    @staticmethod
+    def digest_of(token: str) -> str:
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at <= timezone.now()

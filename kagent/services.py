@@ -9,14 +9,12 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
 from kagent.cors import allowed_origins_parse, forget_listed
 from kagent.errors import ApiError, NotFound, Unprocessable
-from kagent.models import ApiKey, EgressEvent, Membership, Organization, Project, User
+from kagent.models import ApiKey, EgressEvent, Invitation, Membership, Organization, Project, User
 from kagent.selectors import project_ids_rotated
 
 
@@ -118,44 +116,14 @@ def bootstrap(
 
 # --- members ----------------------------------------------------------------------------------------------------
 
-INITIAL_PASSWORD_BYTES = 12
-
 
 def _member_problem(code: str, message: str, path: str, *, status: int = 422) -> ApiError:
     return ApiError(code, message, status=status, details=[{"path": path, "message": message}])
 
 
-def member_add(
-    *, organization: Organization, email: str, role: str, added_by: Membership
-) -> tuple[Membership, str | None]:
-    """Adds someone to the organization by email. Someone without an account gets one with an initial password,
-    returned here once (never stored in the clear) for the person adding them to hand over; they change it after
-    signing in. Owners and admins add members; only owners add owners."""
-    if added_by.organization_id != organization.pk or not added_by.can_manage:
-        raise _member_problem("permission_denied", "Only owners and admins can add members.", "$", status=403)
-    if role not in Membership.Role.values:
-        raise _member_problem("invalid_role", "role is one of owner, admin, member.", "$.role")
-    if role == Membership.Role.OWNER and added_by.role != Membership.Role.OWNER:
-        raise _member_problem("permission_denied", "Only owners can add owners.", "$.role", status=403)
-    email = email.strip().lower()
-    try:
-        validate_email(email)
-    except ValidationError:
-        raise _member_problem("invalid_email", "Enter an email address like name@example.com.", "$.email") from None
-    password: str | None = None
-    with transaction.atomic():
-        user = User.objects.filter(email=email).first()
-        if user is None:
-            password = secrets.token_urlsafe(INITIAL_PASSWORD_BYTES)
-            user = User.objects.create_user(email, password)
-        if Membership.objects.filter(organization=organization, user=user).exists():
-            raise _member_problem("already_member", f"{email} is already a member.", "$.email", status=409)
-        membership = Membership.objects.create(organization=organization, user=user, role=role)
-    return membership, password
-
-
 def member_remove(*, organization: Organization, membership_id: int, removed_by: Membership) -> None:
-    """Owners and admins remove members (only owners remove owners); the last owner stays."""
+    """Owners and admins remove members (only owners remove owners); the last owner stays. The invitations the removed
+    member sent and nobody accepted yet die with their membership (kagent/invitations.py)."""
     if removed_by.organization_id != organization.pk or not removed_by.can_manage:
         raise _member_problem("permission_denied", "Only owners and admins can remove members.", "$", status=403)
     with transaction.atomic():
@@ -168,6 +136,9 @@ def member_remove(*, organization: Organization, membership_id: int, removed_by:
             owners = Membership.objects.filter(organization=organization, role=Membership.Role.OWNER).count()
             if owners <= 1:
                 raise _member_problem("last_owner", "An organization keeps at least one owner.", "$", status=409)
+        Invitation.objects.filter(
+            organization=organization, invited_by_id=membership.user_id, accepted_at__isnull=True
+        ).delete()
         membership.delete()
 
 

@@ -280,6 +280,46 @@ SECURE_HSTS_SECONDS = int(os.environ.get("KAGENT_HSTS_SECONDS", "31536000")) if 
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
+# --- Email: invitations and password resets --------------------------------------------------------
+# Django's own mail settings, from the environment. Unset: SMTP to localhost:25 (Django's defaults); `bin/run` writes
+# each mail to a file under var/mail/ instead (the file backend), and the tests keep them in memory.
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "").strip() or "django.core.mail.backends.smtp.EmailBackend"
+EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", "").strip() or str(VAR_DIR / "mail")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "").strip() or "localhost"
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "").strip() or "25")
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "").strip()
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = _env_bool("EMAIL_USE_SSL", False)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS (STARTTLS, port 587) and EMAIL_USE_SSL (port 465): set one of them")
+EMAIL_TIMEOUT = 10  # seconds: an invitation is sent while the one who sends it waits for the page
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "").strip() or "K-Agent <noreply@localhost>"
+
+
+def _public_url() -> str:
+    """KAGENT_PUBLIC_URL: the origin links in emails point at, e.g. https://kagent.example.com (no path)."""
+    raw = os.environ.get("KAGENT_PUBLIC_URL", "").strip().rstrip("/")
+    if not raw:
+        return ""
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path or parts.query or parts.fragment:
+        raise ImproperlyConfigured("KAGENT_PUBLIC_URL is an origin like https://kagent.example.com, with no path")
+    if parts.username or parts.password:
+        raise ImproperlyConfigured("KAGENT_PUBLIC_URL holds no user name or password")
+    return raw
+
+
+# Unset: the origin of the request that sends the mail, its host checked against ALLOWED_HOSTS (dashboard/links.py).
+KAGENT_PUBLIC_URL = _public_url()
+PASSWORD_RESET_TIMEOUT = 3600  # a reset link works for an hour, and once (it is bound to the password it replaces)
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
 # --- REST framework --------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["kagent.auth.ApiKeyAuthentication"],

@@ -210,3 +210,36 @@ def signin_succeeded(email: str, address: str) -> None:
     this_address, _, everywhere = _signin_counts(email, address)
     for key, _limit in (this_address, everywhere):
         clear(key, window_s=SIGNIN_WINDOW)
+
+
+# --- mail: invitations and password resets ------------------------------------------------------------------------
+
+HOUR = 60 * MINUTE
+INVITATIONS_PER_HOUR = 50  # an organization's, to any addresses: mail sent in our name
+RESET_REQUESTS_PER_ADDRESS = 10  # "Forgot your password?" asked from one client address
+RESET_MAILS_PER_ACCOUNT = 3  # reset links mailed to one email address
+
+
+def invitation_sent(organization_id: str) -> None:
+    """Invitations an organization may send an hour (each one is a mail to an address its owners and admins pick)."""
+    wait = count(f"invitations:{organization_id}", limit=INVITATIONS_PER_HOUR, window_s=HOUR)
+    if wait is not None:
+        minutes = max(1, round(wait / 60))
+        raise RateLimited(
+            f"This organization sent more than {INVITATIONS_PER_HOUR} invitations this hour; "
+            f"try again in {minutes} minute{'s' if minutes != 1 else ''}.",
+            wait,
+        )
+
+
+def password_reset_requested(address: str) -> int | None:
+    """Counts a "forgot password" request from `address`: None while within RESET_REQUESTS_PER_ADDRESS an hour, else
+    the seconds to wait. Counted whatever the email asked for, so the refusal tells nothing about any account."""
+    return count(f"reset:address:{address}", limit=RESET_REQUESTS_PER_ADDRESS, window_s=HOUR)
+
+
+def password_reset_mail_allowed(email: str) -> bool:
+    """Counts a reset link asked for `email` (whether or not it has an account): False over RESET_MAILS_PER_ACCOUNT an
+    hour, when no mail is sent and the answer stays the same (one inbox isn't flooded, and nothing is told)."""
+    account = hashlib.sha256(email.strip().lower().encode()).hexdigest()[:32]
+    return count(f"reset:account:{account}", limit=RESET_MAILS_PER_ACCOUNT, window_s=HOUR) is None

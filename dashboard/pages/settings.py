@@ -1,5 +1,5 @@
-"""Settings: secrets (write-only), the signing secrets (reveal, rotate), members, the egress log (webhook endpoints
-are in `webhooks.py`). Owners and admins change keys, secrets and members; members look."""
+"""Settings: secrets (write-only), the signing secrets (reveal, rotate), members and their invitations, the egress
+log (webhook endpoints are in `webhooks.py`). Owners and admins change keys, secrets and members; members look."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from django.urls import reverse_lazy
 from django.views.decorators.cache import never_cache
 
 from dashboard.access import MemberRequest, manager_required, member_page
+from dashboard.links import public_base_url
 from dashboard.pages.runs import next_page_query
 from dashboard.problems import Problems, problems_from
-from kagent import secrets, selectors, services
+from kagent import invitations, secrets, selectors, services
 from kagent.apis import SECRET_WRITE, egress_filters
 from kagent.errors import ApiError
 from kagent.models import EgressEvent, Membership, SigningSecret
@@ -124,35 +125,80 @@ def signing_secret_rotate(request: MemberRequest, which: str) -> HttpResponse:
 MEMBER_FIELDS = ("$.email", "$.role")
 
 
+def _invitation_sent(email: str) -> str:
+    # The same words whether the address has an account or not: the members page tells nobody who has one.
+    return f"We sent an invitation to {email}. Its link works once, for {invitations.INVITATION_DAYS} days."
+
+
 @never_cache
 @member_page("GET", "POST")
 def members(request: MemberRequest) -> HttpResponse:
-    """The organization's members; owners and admins add people by email with a role."""
+    """The organization's members and pending invitations; owners and admins invite people by email with a role
+    (kagent/invitations.py: the invitee sets their own password at the mailed link, or accepts signed in)."""
     organization = request.membership.organization
     problems = Problems()
     typed = {"email": "", "role": Membership.Role.MEMBER.value}
-    added: dict[str, Any] | None = None
     if request.method == "POST":
         manager_required(request)
         typed = {"email": request.POST.get("$.email", "").strip(), "role": request.POST.get("$.role", "")}
         try:
-            membership, password = services.member_add(
-                organization=organization, email=typed["email"], role=typed["role"], added_by=request.membership
+            invitation = invitations.invitation_send(
+                organization=organization,
+                email=typed["email"],
+                role=typed["role"],
+                invited_by=request.membership,
+                base_url=public_base_url(request),
             )
         except ApiError as exc:
             problems = problems_from(exc, MEMBER_FIELDS)
         else:
-            added = {"email": membership.user.email, "role": membership.role, "password": password}
-            typed = {"email": "", "role": Membership.Role.MEMBER.value}
+            messages.success(request, _invitation_sent(invitation.email))
+            return redirect("dashboard:members")
     context = {
         "organization": organization,
         "members": selectors.member_list(organization=organization),
+        "invitations": invitations.invitation_list(organization=organization),
+        "invitation_days": invitations.INVITATION_DAYS,
         "roles": Membership.Role.choices,
         "problems": problems,
         "typed": typed,
-        "added": added,
     }
     return render(request, "dashboard/members.html", context, status=422 if problems else 200)
+
+
+@member_page("POST")
+def invitation_resend(request: MemberRequest, invitation_id: str) -> HttpResponse:
+    manager_required(request)
+    try:
+        invitation = invitations.invitation_resend(
+            organization=request.membership.organization,
+            invitation_id=invitation_id,
+            sent_by=request.membership,
+            base_url=public_base_url(request),
+        )
+    except ApiError as exc:
+        if exc.status == 404:
+            raise
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, _invitation_sent(invitation.email))
+    return redirect("dashboard:members")
+
+
+@member_page("POST")
+def invitation_revoke(request: MemberRequest, invitation_id: str) -> HttpResponse:
+    manager_required(request)
+    try:
+        invitation = invitations.invitation_revoke(
+            organization=request.membership.organization, invitation_id=invitation_id, revoked_by=request.membership
+        )
+    except ApiError as exc:
+        if exc.status == 404:
+            raise
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Revoked the invitation to {invitation.email}: its link no longer works.")
+    return redirect("dashboard:members")
 
 
 @member_page("POST")
