@@ -234,8 +234,9 @@ def invitation_sent(organization_id: str) -> None:
 
 def password_reset_requested(address: str) -> int | None:
     """Counts a "forgot password" request from `address`: None while within RESET_REQUESTS_PER_ADDRESS an hour, else
-    the seconds to wait. Counted whatever the email asked for, so the refusal tells nothing about any account."""
-    return count(f"reset:address:{address}", limit=RESET_REQUESTS_PER_ADDRESS, window_s=HOUR)
+    the seconds to wait. Counted whatever the email asked for, so the refusal tells nothing about any account; an
+    IPv6 client by its /64 (`address_bucket`)."""
+    return count(f"reset:address:{address_bucket(address)}", limit=RESET_REQUESTS_PER_ADDRESS, window_s=HOUR)
 
 
 def password_reset_mail_allowed(email: str) -> bool:

@@ -105,3 +105,10 @@ def test_one_address_asking_too_often_is_told_to_wait_whatever_it_asks_for(alice
     assert mail.outbox == []
     assert len(ask(Client(), "alice@example.com", address="192.0.2.1").redirect_chain) == 1  # elsewhere: fine
     assert len(mail.outbox) == 1
+
+
+def test_an_ipv6_client_is_counted_by_its_64(alice: Tenant, monkeypatch):
+    monkeypatch.setattr(throttle, "RESET_REQUESTS_PER_ADDRESS", 1)
+    ask(Client(), "nobody@example.com", address="2001:db8:1:2::1")
+    refused = ask(Client(), "alice@example.com", address="2001:db8:1:2::ffff")  # a new address of the same block
+    assert "Too many reset links asked from here" in refused.content.decode() and mail.outbox == []
