@@ -8,14 +8,12 @@ import zoneinfo
 from typing import Any
 
 from django.conf import settings
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
 from kagent.errors import Unprocessable
 from kagent.merge_patch import merge_patch
 from kagent.validation import make_validator, schema_errors
-from tools.arguments import schema_refusal
 from tools.builtins import BUILTIN_NAMES
+from tools.schema_bounds import SCHEMA_TOO_COMPLEX, tenant_schema_problem
 
 RULES_MAX = 4000
 SECRET_NAME_PATTERN = r"^[A-Z][A-Z0-9_]{0,63}(?!\n)$"
@@ -205,13 +203,10 @@ def validate_config(config: Any) -> dict[str, Any]:
         path = f"$.tools.client[{index}].parameters"
         if params.get("type") != "object":
             raise _invalid(path, "parameters is a JSON Schema of type object")
-        try:
-            Draft202012Validator.check_schema(params)
-        except SchemaError as exc:
-            raise _invalid(path, f"not a valid JSON Schema: {exc.message[:200]}") from None
-        refusal = schema_refusal(params)
-        if refusal:
-            raise _invalid(path, refusal)
+        problem = tenant_schema_problem(params, at=path)
+        if problem is not None:
+            code = SCHEMA_TOO_COMPLEX if problem.too_complex else "invalid_config"
+            raise Unprocessable(code, problem.text, details=[{"path": problem.path, "message": problem.message}])
     for grant in tools["http"]:
         grant.setdefault("enabled", True)
         grant.setdefault("rules", "")

@@ -2,11 +2,17 @@
 check and request rendering alike: `argument_errors(schema, arguments)`.
 
 Both the schema (a tenant's) and the arguments (a model's) are hostile, so:
+- Only a schema within the tenant-schema bounds (`tools.schema_bounds`: keywords, size, depth, references that
+  don't fan out, `uniqueItems` under a small `maxItems`) is evaluated at all. They are checked when a schema is
+  written; here again, so a schema stored before they existed is refused, never run.
+- The arguments are at most `MAX_ARGUMENT_BYTES` of JSON.
+- One time budget (`CHECK_BUDGET_S`) covers a whole check: every keyword asks for time left before it runs, so no
+  mix of schema and arguments runs past it by more than one keyword's work.
 - Every regular expression a schema brings runs on the `regex` module with a time limit, never on Python's `re`
   (no timeout, deaf to signals): `pattern`, and the property-name patterns of `patternProperties`, also where
-  `additionalProperties` asks which names those cover. One budget (`CHECK_BUDGET_S`) covers a whole check, so a
-  thousand keys against a slow pattern can't add up either. `unevaluatedProperties` next to a `patternProperties`
-  (jsonschema reads those with `re`, deep inside) is not evaluated at all.
+  `additionalProperties` asks which names those cover; within the same budget, so a thousand keys against a slow
+  pattern can't add up either.
+- `uniqueItems` is linear (a canonical key per item) instead of jsonschema's comparison of every pair.
 - `format` is an annotation only: no format checker runs, so no format regex either.
 - `$ref` resolves inside the schema only. jsonschema's default registry would fetch an http(s) `$ref` with urllib
   from inside our network; here nothing is ever retrieved.
@@ -15,8 +21,9 @@ Anything that can't be checked raises `UncheckableArguments`: the call is refuse
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -26,8 +33,11 @@ from jsonschema.exceptions import SchemaError, UnknownType
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 
-CHECK_BUDGET_S = 0.5  # all the patterns of one check together
+from tools.schema_bounds import tenant_schema_problem
+
+CHECK_BUDGET_S = 0.5  # the whole check: every keyword, every pattern
 PATTERN_TIMEOUT_S = 0.05  # one pattern against one string, within what is left of the budget
+MAX_ARGUMENT_BYTES = 64 * 1024  # compact JSON, UTF-8
 
 
 class UncheckableArguments(Exception):
@@ -88,30 +98,72 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
         yield ValidationError(f"unknown argument(s): {shown}")
 
 
+def _unique_key(value: Any) -> Hashable:
+    """Equal keys exactly for the values jsonschema calls equal: 1 and 1.0 alike, true and 1 not."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return (type(value).__name__, value)
+    if isinstance(value, float) and value.is_integer():
+        return ("number", int(value))
+    if isinstance(value, (int, float)):
+        return ("number", value)
+    if isinstance(value, Mapping):
+        return ("object", frozenset((key, _unique_key(item)) for key, item in value.items()))
+    if isinstance(value, list):
+        return ("array", tuple(_unique_key(item) for item in value))
+    return ("other", repr(value))
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    """jsonschema's `uniqueItems` compares every pair of items (13.8 s for 4,000 objects); one key each instead."""
+    if unique and validator.is_type(instance, "array"):
+        if len({_unique_key(item) for item in instance}) != len(instance):
+            yield ValidationError("the items must be unique")
+
+
+Keyword = Callable[[Any, Any, Any, Any], Any]
+
+
+def _within_budget(keyword: Keyword) -> Keyword:
+    """`keyword`, refusing to start once the check's budget is spent."""
+
+    def checked(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        deadline = _DEADLINE.get()
+        if deadline is not None and time.monotonic() > deadline:
+            raise UncheckableArguments("the arguments could not be checked against the tool's parameters in time")
+        return keyword(validator, value, instance, schema)
+
+    return checked
+
+
+_KEYWORDS: dict[str, Keyword] = {
+    **Draft202012Validator.VALIDATORS,
+    "pattern": _pattern,
+    "patternProperties": _pattern_properties,
+    "additionalProperties": _additional_properties,
+    "uniqueItems": _unique_items,
+}
 # jsonschema's `extend` has no annotations in its stubs.
 _BaseValidator: Any = validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator,
-    {"pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties},
+    Draft202012Validator, {name: _within_budget(keyword) for name, keyword in _KEYWORDS.items()}
 )
 # Nothing outside the schema resolves: a `$ref` to a URL is Unresolvable, never fetched. (jsonschema adds the
 # dialects' own meta-schemas to a registry it is given.)
 _NO_RETRIEVAL: Registry[Any] = Registry()
 
 
-def _holds_key(node: Any, key: str) -> bool:
-    if isinstance(node, Mapping):
-        return key in node or any(_holds_key(value, key) for value in node.values())
-    if isinstance(node, list):
-        return any(_holds_key(item, key) for item in node)
-    return False
-
-
 def argument_errors(schema: Any, arguments: Any) -> list[ValidationError]:
     """Every way `arguments` fail `schema` (empty when they validate). Raises UncheckableArguments."""
     if not isinstance(schema, Mapping):
         raise UncheckableArguments("the tool's parameters are not a JSON Schema object")
-    if _holds_key(schema, "unevaluatedProperties") and _holds_key(schema, "patternProperties"):
-        raise UncheckableArguments("unevaluatedProperties together with patternProperties is not supported")
+    problem = tenant_schema_problem(schema)
+    if problem is not None:
+        raise UncheckableArguments(f"the tool's parameters are outside the bounds for tool schemas ({problem.text})")
+    try:
+        size = len(json.dumps(arguments, ensure_ascii=False, separators=(",", ":")).encode())
+    except (TypeError, ValueError, RecursionError):
+        raise UncheckableArguments("the arguments are not JSON") from None
+    if size > MAX_ARGUMENT_BYTES:
+        raise UncheckableArguments(f"the arguments are more than {MAX_ARGUMENT_BYTES // 1024} KiB of JSON")
     token = _DEADLINE.set(time.monotonic() + CHECK_BUDGET_S)
     try:
         validator = _BaseValidator(dict(schema), registry=_NO_RETRIEVAL)  # no format_checker: format is annotation
@@ -122,26 +174,3 @@ def argument_errors(schema: Any, arguments: Any) -> list[ValidationError]:
         raise UncheckableArguments("the tool's parameters schema refers to itself without end") from exc
     finally:
         _DEADLINE.reset(token)
-
-
-def schema_refusal(schema: Any) -> str | None:
-    """Why a tenant's parameters schema is refused when it is written (None: fine): what `argument_errors` would
-    refuse on every call anyway. (Patterns that don't compile are refused by the meta-schema check already.)"""
-    refs: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, list):
-            for item in node:
-                walk(item)
-        elif isinstance(node, Mapping):
-            refs.extend(str(node[key]) for key in ("$ref", "$dynamicRef") if isinstance(node.get(key), str))
-            for value in node.values():
-                walk(value)
-
-    walk(schema)
-    outside = [ref for ref in refs if not ref.startswith("#")]
-    if outside:
-        return f"$ref may only point inside the schema (#/...), not to {outside[0][:60]!r}"
-    if _holds_key(schema, "unevaluatedProperties") and _holds_key(schema, "patternProperties"):
-        return "unevaluatedProperties together with patternProperties is not supported"
-    return None

@@ -10,16 +10,13 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 from kagent.egress import is_tenant_forbidden_header
 from kagent.errors import Unprocessable
 from kagent.validation import make_validator, schema_errors
 from tools import placeholders
-from tools.arguments import schema_refusal
 from tools.builtins import BUILTIN_NAMES
 from tools.placeholders import Placeholder, PlaceholderError
+from tools.schema_bounds import SCHEMA_TOO_COMPLEX, tenant_schema_problem
 
 # linear: anchored, one class, bounded
 HTTP_TOOL_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,29}(?!\n)$")
@@ -352,15 +349,10 @@ def _check_parameters(schema: Any, requires_verified_user: bool) -> dict[str, An
     path = "$.config.parameters"
     if schema.get("type") != "object":
         raise _refuse("invalid_parameters", "parameters is a JSON Schema of type object.", path)
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        raise _refuse(
-            "invalid_parameters", f"parameters is not a valid JSON Schema: {exc.message[:200]}", path
-        ) from None
-    refusal = schema_refusal(schema)
-    if refusal:
-        raise _refuse("invalid_parameters", f"parameters: {refusal}.", path)
+    problem = tenant_schema_problem(schema, at=path)
+    if problem is not None:
+        code = SCHEMA_TOO_COMPLEX if problem.too_complex else "invalid_parameters"
+        raise _refuse(code, f"{problem.text}.", problem.path)
     unknown = set(schema) - {"type", "properties", "required", "additionalProperties", "description"}
     if unknown:
         raise _refuse(

@@ -55,7 +55,7 @@ INVALID_CONFIGS = [
                 "client": [{"name": "get_cart", "description": "x", "parameters": {"type": "object", "properties": 5}}]
             }
         },
-        "$.tools.client[0].parameters",
+        "$.tools.client[0].parameters.properties",
     ),
     (
         {
@@ -69,7 +69,7 @@ INVALID_CONFIGS = [
                 ]
             }
         },
-        "$.tools.client[0].parameters",
+        "$.tools.client[0].parameters.properties.a.$ref",
     ),
     (
         {
@@ -87,7 +87,7 @@ INVALID_CONFIGS = [
                 ]
             }
         },
-        "$.tools.client[0].parameters",
+        "$.tools.client[0].parameters.unevaluatedProperties",
     ),
     ({"model": {"provider": "gpt"}}, "$.model.provider"),
     ({"model": {"provider": "openai_compatible", "base_url": "http://10.0.0.1/v1"}}, "$.model.base_url"),

@@ -10,10 +10,12 @@ import json
 import pytest
 from django.utils import timezone
 
+from agents.models import AgentVersion
 from desk.models import Handoff, Ticket, TicketCounter
 from fakes.llm import calls, text
 from runs.models import Run, ToolCall
 from tests.runs.conftest import VERIFIED
+from tests.tools.test_schema_bounds import fan_out
 
 pytestmark = pytest.mark.django_db
 DONE = text("Sorry, that didn't work.")
@@ -236,3 +238,17 @@ def test_a_client_tool_schema_with_a_catastrophic_pattern_property_cannot_hold_t
     assert time.monotonic() - started < 10
     assert run["status"] == "completed", run
     assert refusals(h, run["id"]) == [("get_cart", "invalid_arguments")]
+
+
+def test_a_client_tool_schema_stored_before_the_bounds_is_refused_not_run(h):
+    # Issue #27, finding 2: a published version whose client tool schema fans out through its references (2**40
+    # subschemas to validate) from before the write-time bounds. The call is refused; the schema is never run.
+    client_tool = {"name": "get_cart", "description": "The cart.", "effect": "read"}
+    agent = h.agent("fan-out", [calls(("get_cart", {"q": "x"})), DONE], tools={"client": [client_tool]})
+    version = AgentVersion.objects.get(agent_id=agent)
+    version.config["tools"]["client"][0]["parameters"] = fan_out(40, nested=True)
+    AgentVersion.objects.filter(pk=version.pk).update(config=version.config)
+    run = h.run(agent, **VERIFIED)
+    assert run["status"] == "completed", run
+    assert refusals(h, run["id"]) == [("get_cart", "invalid_arguments")]
+    assert "outside the bounds" in model_saw(h, "fan-out")[0]["error"]["guidance"]

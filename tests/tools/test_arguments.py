@@ -14,8 +14,9 @@ import pytest
 
 from tests.tools.test_policy import context
 from tools import arguments
-from tools.arguments import UncheckableArguments, argument_errors, schema_refusal
+from tools.arguments import UncheckableArguments, argument_errors
 from tools.policy import PolicyContext, policy_check
+from tools.schema_bounds import tenant_schema_problem
 from tools.templating import TemplateError, render_request
 from tools.toolset import ToolSpec
 
@@ -68,7 +69,7 @@ def test_unevaluated_properties_next_to_pattern_properties_is_refused_not_run():
     parameters = {"type": "object", "patternProperties": {"^(a+)+$": {}}, "unevaluatedProperties": False}
     decision = timed_policy_check(parameters, {SLOW_KEY: 1})
     assert decision.code == "invalid_arguments"
-    assert schema_refusal(parameters) is not None
+    assert tenant_schema_problem(parameters) is not None
 
 
 def test_the_patterns_still_decide_when_they_answer_in_time():
@@ -119,14 +120,14 @@ def test_a_ref_to_a_url_is_never_fetched(internal_http):
     with pytest.raises(UncheckableArguments):
         argument_errors({"$id": f"{url}/root", "$ref": "other"}, {})
     assert hits == []
-    assert schema_refusal(parameters) is not None
+    assert tenant_schema_problem(parameters) is not None
 
 
 def test_a_ref_inside_the_schema_still_works():
     schema = {"$defs": {"code": {"type": "string", "maxLength": 3}}, "properties": {"c": {"$ref": "#/$defs/code"}}}
     assert argument_errors(schema, {"c": "abc"}) == []
     assert len(argument_errors(schema, {"c": "abcd"})) == 1
-    assert schema_refusal(schema) is None
+    assert tenant_schema_problem(schema) is None
     with pytest.raises(UncheckableArguments):
         argument_errors({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, {})
 
