@@ -6,6 +6,7 @@ import logging
 
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
 from kagent.celery import app
@@ -33,6 +34,7 @@ def _broker_ok() -> bool:
         return False
 
 
+@csrf_exempt  # GET only: a POST is a 405, and the CSRF check would parse its form body first (up to 2.5 MB)
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
     database, broker = _database_ok(), _broker_ok()
