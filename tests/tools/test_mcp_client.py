@@ -257,6 +257,13 @@ def test_secrets_are_masked_in_the_egress_log_and_in_an_error_detail(egress_sett
     assert not EgressEvent.objects.filter(path__contains=TOKEN).exists()
 
 
+def test_before_send_is_called_once_before_anything_is_sent(egress_settings, upstream):
+    path = upstream.mcp.serve("hook", tools=tools(1))
+    seen: list[int] = []
+    result = calling(path, before_send=lambda: seen.append(len(upstream.received)))
+    assert seen == [0] and result.texts and len(upstream.received) == 4
+
+
 # --- hostile servers and refusals -------------------------------------------------------------------------------
 
 
