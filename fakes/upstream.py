@@ -8,6 +8,8 @@ Behaviours by path (any method):
   /status/NNN          status NNN with a small JSON body
   /redirect?to=URL     302 to URL
   /respond/NAME[/...]  whatever a test registered with `Upstream.respond(NAME, ...)`
+  /mcp/NAME            an MCP server (Streamable HTTP) a test registered with `Upstream.mcp.serve(NAME, ...)`
+                       (fakes/mcp.py)
   /big-cl              Content-Length: 2 MiB, then the bytes
   /big-chunked         chunked, 2 MiB in 64 KiB chunks, no Content-Length
   /exact-limit         exactly 1 MiB (allowed)
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from fakes.mcp import McpFake
 from fakes.tls_server import TLSThreadingHTTPServer
 
 MIB = 1024 * 1024
@@ -127,6 +130,8 @@ class _Handler(BaseHTTPRequestHandler):
                 status = canned.statuses.pop(0) if canned.statuses else canned.status
             time.sleep(delay)
             self._send(status, canned.body, canned.headers)
+        elif route.startswith("/mcp/"):
+            upstream.mcp.handle(self, route, body)
         elif route == "/big-cl":
             self.send_response(200)
             self.send_header("Content-Length", str(2 * MIB))
@@ -210,6 +215,7 @@ class Upstream:
         self.received: list[Received] = []
         self.deliveries: dict[str, list[tuple[float, str]]] = {}  # webhook-id -> (when, path) of each arrival
         self.canned: dict[str, Canned] = {}
+        self.mcp = McpFake()
         self._lock = threading.Lock()
         self._server = _Server((host, port), _Handler)
         self._server.upstream = self
@@ -231,6 +237,7 @@ class Upstream:
             self.deliveries.clear()
             self.canned.clear()
             self.sni_names.clear()
+        self.mcp.reset()
 
     def respond(
         self,

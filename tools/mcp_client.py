@@ -1,0 +1,525 @@
+"""A business's MCP server, reached over MCP Streamable HTTP through the hardened outbound client (SPEC §6, "MCP
+servers"; issue 28).
+
+Two operations, each its own short session:
+- `list_tools`: `initialize` -> `notifications/initialized` -> `tools/list`, following `nextCursor` for at most
+  `MAX_PAGES` pages and `MAX_TOOLS` tools (more is cut, and the listing says so).
+- `call_tool`: `initialize` -> `notifications/initialized` -> `tools/call`; the result's text parts,
+  `structuredContent` and `isError`.
+
+Every request is one POST through `kagent.egress` (purpose "mcp"): https only, the deny list after DNS, ports, no
+redirects, one deadline, answers over 1 MiB refused while streaming, each attempt in the egress log. Like every call
+to a tenant URL it carries Standard Webhooks headers made with the project's tool signing secret and
+`User-Agent: K-Agent/1` (SPEC §6 "Signing"); each request of a session is signed under its own `webhook-id`
+(`<id>.initialize`, `<id>.initialized`, `<id>.list.<page>`, `<id>.close`), and a tool call's `tools/call` under the
+call's own id, so a business deduplicating by `webhook-id` sees a retried call as the same call.
+
+Protocol: the initialize handshake era of MCP (2025-03-26 to 2025-11-25; `PROTOCOL_VERSION` is asked for, any of
+`SUPPORTED_VERSIONS` accepted). The `Mcp-Session-Id` the server gives at initialization is sent on every later request
+of the session, with `MCP-Protocol-Version`, and the session is ended with the transport's DELETE when the operation is
+over (best effort: a server may keep a session until told). An answer is `application/json` or `text/event-stream`; from
+a stream the JSON-RPC response whose id is the request's is taken, notifications and the server's own requests are
+ignored. The stream is read whole within the egress client's limits (1 MiB, the deadline), so a server that never ends
+it ends by the deadline (`timeout`). Not spoken: the stateless 2026-07-28 revision, resuming a broken stream, the GET
+stream.
+
+Every failure is an `McpError` with a stable `code` and a `message` a tenant may read (never an address): the egress
+codes as a tenant is shown them (`shown_code`), `upstream_status` / `upstream_rate_limited` for an HTTP status,
+`mcp_error` for a JSON-RPC error (its code in `rpc_code`, its message cleaned in `detail`, for the run steps),
+`mcp_protocol_error` for anything that is not MCP, `mcp_unsupported_version`, `header_not_allowed`, and the signing
+codes (a call is never sent unsigned).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kagent.egress import (
+    TENANT_MESSAGES,
+    USER_AGENT,
+    EgressClient,
+    EgressError,
+    EgressResponse,
+    Recorder,
+    get_client,
+    is_tenant_forbidden_header,
+    shown_code,
+    tenant_code,
+)
+from kagent.masking import mask_secrets
+from kagent.signing import SigningError, webhook_headers
+from tools.shaping import clean_text
+
+PURPOSE: Final = "mcp"
+PROTOCOL_VERSION: Final = "2025-11-25"
+SUPPORTED_VERSIONS: Final = frozenset({"2025-11-25", "2025-06-18", "2025-03-26"})
+CLIENT_INFO: Final = {"name": "K-Agent", "version": "1"}
+TIMEOUT_MS: Final = 10_000  # the whole session: every request gets what is left of it
+MAX_TOOLS: Final = 500
+MAX_PAGES: Final = 10
+MAX_CURSOR_CHARS: Final = 4096
+MAX_DESCRIPTION_CHARS: Final = 4000
+MAX_DETAIL_CHARS: Final = 500
+CLOSE_TIMEOUT_MS: Final = 2000
+# Headers the MCP transport sets itself: a server's configured headers may not set them (nor what no tenant may).
+MCP_HEADERS: Final = frozenset({"accept", "content-type", "mcp-session-id", "mcp-protocol-version", "last-event-id"})
+
+MESSAGES: Final = {
+    "mcp_protocol_error": "the MCP server's answer is not MCP over Streamable HTTP (JSON-RPC 2.0)",
+    "mcp_error": "the MCP server answered the request with an error",
+    "mcp_unsupported_version": "the MCP server speaks no protocol version K-Agent supports "
+    f"({', '.join(sorted(SUPPORTED_VERSIONS))})",
+    "upstream_status": "the MCP server answered with an HTTP error status",
+    "upstream_rate_limited": "the MCP server is limiting requests (HTTP 429)",
+    "header_not_allowed": "a header of the MCP server's configuration is set by K-Agent or not allowed",
+    "invalid_arguments": "the arguments can't be sent as JSON",
+    "timeout": "the MCP server did not answer in time",
+}
+_SIGNING_MESSAGE = "the project's tool signing secret is missing or not valid, so nothing was sent"
+
+
+class McpError(Exception):
+    """A listing or a call that did not complete. `message` is safe to show a tenant; `detail` (the server's own
+    error text, cleaned, cut and masked) is for the run steps; `may_have_reached_upstream` says whether a
+    `tools/call` may have reached the server (a retry must then reuse the call's id)."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str = "",
+        *,
+        status: int | None = None,
+        rpc_code: int | None = None,
+        detail: str = "",
+        may_have_reached_upstream: bool = False,
+    ) -> None:
+        self.code = code
+        self.message = message or MESSAGES.get(code, MESSAGES["mcp_protocol_error"])
+        super().__init__(f"{code}: {self.message}")
+        self.status = status
+        self.rpc_code = rpc_code
+        self.detail = detail
+        self.may_have_reached_upstream = may_have_reached_upstream
+
+
+def _protocol_error(detail: str) -> McpError:
+    return McpError("mcp_protocol_error", detail=detail)
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """Where a server is and how to reach it: `url` (https), `headers` with secrets already in them, and those
+    secrets' values (masked in the egress log's path and in an error's detail)."""
+
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    secret_values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class McpListing:
+    tools: list[dict[str, Any]]  # {"name", "description", "input_schema"}, in the server's order
+    truncated: bool  # the server listed more than MAX_TOOLS tools or MAX_PAGES pages: the rest is not here
+    protocol_version: str
+
+
+@dataclass(frozen=True)
+class McpCallResult:
+    texts: list[str]  # the `text` of each text part of `content`, in order
+    structured_content: Any  # `structuredContent` as sent; None when absent
+    is_error: bool  # the tool itself failed (`isError`): its texts say why
+    other_parts: int  # content parts that are not text (images, audio, resources): counted, not kept
+
+
+# --- the event stream -------------------------------------------------------------------------------------------
+
+
+def sse_event_data(body: bytes) -> Iterator[str]:
+    """The data of each `message` event of an event stream, in order (WHATWG HTML, "Event stream interpretation").
+    One pass over the lines: comments, `id`, `retry` and unknown fields are skipped, an event with empty data (a
+    server's priming event) is not dispatched, and neither is an event the stream ends in the middle of."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _protocol_error("the event stream is not UTF-8") from exc
+    text = text.removeprefix("\ufeff")
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines.pop()  # what follows the last line break: an unfinished line, discarded at the end of the stream
+    data: list[str] = []
+    event_type = ""
+    for line in lines:
+        if not line:
+            joined = "\n".join(data)
+            if joined and event_type in ("", "message"):
+                yield joined
+            data, event_type = [], ""
+        elif not line.startswith(":"):
+            name, colon, value = line.partition(":")
+            if colon and value.startswith(" "):
+                value = value[1:]
+            if name == "data":
+                data.append(value)
+            elif name == "event":
+                event_type = value
+
+
+# --- one answer -------------------------------------------------------------------------------------------------
+
+
+def _json(text: str | bytes) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
+        raise _protocol_error("a message is not JSON") from exc
+
+
+def _messages(response: EgressResponse) -> Iterator[Any]:
+    content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    parsed: Iterable[Any]
+    if content_type == "application/json":
+        parsed = [_json(response.body)]
+    elif content_type == "text/event-stream":
+        parsed = (_json(data) for data in sse_event_data(response.body))
+    else:
+        raise _protocol_error("the answer is neither application/json nor text/event-stream")
+    for message in parsed:
+        # A JSON-RPC batch (2025-03-26 allowed them): its members, one level only.
+        yield from (message if isinstance(message, list) else [message])
+
+
+def _is_response_to(message: Any, request_id: int) -> bool:
+    return (
+        isinstance(message, dict)
+        and "method" not in message
+        and type(message.get("id")) is int
+        and message["id"] == request_id
+    )
+
+
+def _response(response: EgressResponse, request_id: int) -> dict[str, Any]:
+    """The JSON-RPC response to `request_id` in the answer; anything else in it (notifications, the server's own
+    requests, responses to other ids) is ignored."""
+    for message in _messages(response):
+        if _is_response_to(message, request_id):
+            if message.get("jsonrpc") != "2.0" or ("result" in message) == ("error" in message):
+                raise _protocol_error("the response is not a JSON-RPC 2.0 response")
+            return dict(message)
+    raise _protocol_error("the answer holds no response to the request")
+
+
+# --- one session ------------------------------------------------------------------------------------------------
+
+
+class _Session:
+    def __init__(
+        self,
+        *,
+        server: McpServer,
+        project_id: str | None,
+        signing_secrets: Sequence[str],
+        message_id: str,
+        client: EgressClient | None,
+        clock: Callable[[], float],
+        record: Recorder | None,
+        timeout_ms: int,
+        before_send: Callable[[], None] | None,
+    ) -> None:
+        self.server = server
+        self.project_id = project_id
+        self.signing_secrets = signing_secrets
+        self.message_id = message_id
+        self.client = client or get_client()
+        self.clock = clock
+        self.record = record
+        self.deadline = time.monotonic() + timeout_ms / 1000
+        self.before_send = before_send
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self.last_id = 0
+        self.headers = _configured_headers(server.headers)
+
+    def open(self) -> None:
+        result = self.request(
+            "initialize",
+            {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO},
+            suffix=".initialize",
+        )
+        version = result.get("protocolVersion")
+        if not isinstance(version, str) or version not in SUPPORTED_VERSIONS:
+            raise McpError("mcp_unsupported_version", detail=_cleaned(str(version)[:40], ()))
+        self.protocol_version = version
+        # The session id came with the InitializeResult (`request` kept it); from now on it goes with every request.
+        self.notify("notifications/initialized", suffix=".initialized")
+
+    def request(self, method: str, params: dict[str, Any], *, suffix: str, is_call: bool = False) -> dict[str, Any]:
+        """One JSON-RPC request and its `result`. `is_call`: a tools/call, whose failures say whether it may have
+        reached the server."""
+        self.last_id += 1
+        request_id = self.last_id
+        payload = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        response = self._post(payload, suffix=suffix, is_call=is_call)
+        try:
+            message = _response(response, request_id)
+            if method == "initialize":
+                self.session_id = _session_id(response)
+            if "error" in message:
+                raise _rpc_error(message["error"], self.server.secret_values)
+            result = message["result"]
+            if not isinstance(result, dict):
+                raise _protocol_error("the result is not an object")
+        except McpError as exc:
+            exc.may_have_reached_upstream = is_call
+            exc.status = response.status
+            raise
+        return result
+
+    def close(self) -> None:
+        """Ends the server's session, when it gave one (the transport's HTTP DELETE: a server may keep a session until
+        told), within what is left of the budget and at most CLOSE_TIMEOUT_MS. Best effort: its failure changes
+        nothing of the outcome (it is in the egress log)."""
+        left_ms = min(int((self.deadline - time.monotonic()) * 1000), CLOSE_TIMEOUT_MS)
+        if self.session_id is None or left_ms <= 0:
+            return
+        try:
+            headers = self._headers(self.message_id + ".close", b"")
+            self.client.request(
+                project_id=self.project_id,
+                purpose=PURPOSE,
+                method="DELETE",
+                url=self.server.url,
+                headers=headers,
+                body=None,
+                timeout_ms=left_ms,
+                secret_values=self.server.secret_values,
+                record=self.record,
+            )
+        except (McpError, EgressError):
+            return
+
+    def _headers(self, message_id: str, body: bytes) -> dict[str, str]:
+        """The configured headers, the signature of `body` under `message_id`, and the session's headers."""
+        try:
+            signature = webhook_headers(
+                secrets=self.signing_secrets, message_id=message_id, timestamp=int(self.clock()), body=body
+            )
+        except SigningError as exc:  # never send an unsigned request
+            raise McpError(exc.code, _SIGNING_MESSAGE) from exc
+        headers = {**self.headers, **signature, "User-Agent": USER_AGENT}
+        if self.session_id is not None:
+            headers["Mcp-Session-Id"] = self.session_id
+        if self.protocol_version is not None:
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        return headers
+
+    def notify(self, method: str, *, suffix: str) -> None:
+        """A notification: any 2xx is its acceptance (202 as the transport says), whatever the body."""
+        self._post({"jsonrpc": "2.0", "method": method}, suffix=suffix, is_call=False)
+
+    def _post(self, payload: dict[str, Any], *, suffix: str, is_call: bool) -> EgressResponse:
+        try:
+            body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise McpError("invalid_arguments") from exc
+        left_ms = int((self.deadline - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            raise McpError("timeout")
+        headers = self._headers(self.message_id + suffix, body)
+        headers.update({"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+        if self.before_send is not None:
+            self.before_send()
+            self.before_send = None
+        try:
+            response = self.client.request(
+                project_id=self.project_id,
+                purpose=PURPOSE,
+                method="POST",
+                url=self.server.url,
+                headers=headers,
+                body=body,
+                timeout_ms=left_ms,
+                secret_values=self.server.secret_values,
+                record=self.record,
+            )
+        except EgressError as exc:
+            code = shown_code(exc.code)
+            raise McpError(
+                code,
+                MESSAGES["timeout"] if code == "timeout" else TENANT_MESSAGES[tenant_code(code)],
+                status=exc.status,
+                may_have_reached_upstream=is_call and exc.may_have_reached_upstream,
+            ) from None
+        if response.status == 429:
+            raise McpError("upstream_rate_limited", status=429, may_have_reached_upstream=is_call)
+        if not 200 <= response.status < 300:
+            raise McpError("upstream_status", status=response.status, may_have_reached_upstream=is_call)
+        return response
+
+
+def _configured_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        if not isinstance(name, str) or is_tenant_forbidden_header(name) or name.lower() in MCP_HEADERS:
+            raise McpError("header_not_allowed")
+        out[name] = value
+    return out
+
+
+def _session_id(response: EgressResponse) -> str | None:
+    """The server's session id: visible ASCII only (the transport's rule), else the answer is not MCP."""
+    value = response.headers.get("mcp-session-id")
+    if value is None:
+        return None
+    if not value or len(value) > 1024 or not value.isascii() or not all("\x21" <= ch <= "\x7e" for ch in value):
+        raise _protocol_error("the session id is not visible ASCII")
+    return value
+
+
+def _cleaned(text: str, secret_values: Sequence[str]) -> str:
+    cut = clean_text(text[: MAX_DETAIL_CHARS * 4], keep_joiners=True)
+    return mask_secrets(cut, tuple(secret_values))[:MAX_DETAIL_CHARS]
+
+
+def _rpc_error(error: Any, secret_values: Sequence[str]) -> McpError:
+    if not isinstance(error, dict) or type(error.get("code")) is not int or not isinstance(error.get("message"), str):
+        return _protocol_error("the JSON-RPC error is not an error object")
+    code: int = error["code"]
+    return McpError(
+        "mcp_error",
+        f"{MESSAGES['mcp_error']} (JSON-RPC error {code})" if -(2**53) < code < 2**53 else MESSAGES["mcp_error"],
+        rpc_code=code,
+        detail=_cleaned(error["message"], secret_values),
+    )
+
+
+# --- the two operations -----------------------------------------------------------------------------------------
+
+
+def _listed_tool(item: Any) -> dict[str, Any]:
+    """One tool of a listing as K-Agent keeps it. Whether its name fits the tool-name rules and its schema the
+    tenant-schema bounds is decided where it is granted (and shown there with the reason), not here."""
+    if not isinstance(item, dict):
+        raise _protocol_error("a listed tool is not an object")
+    name, description, schema = item.get("name"), item.get("description"), item.get("inputSchema")
+    if not isinstance(name, str) or not name:
+        raise _protocol_error("a listed tool has no name")
+    if description is not None and not isinstance(description, str):
+        raise _protocol_error("a listed tool's description is not text")
+    if not isinstance(schema, dict):
+        raise _protocol_error("a listed tool's inputSchema is not an object")
+    return {"name": name, "description": (description or "")[:MAX_DESCRIPTION_CHARS], "input_schema": schema}
+
+
+def _listing(session: _Session) -> McpListing:
+    tools: list[dict[str, Any]] = []
+    names: set[str] = set()
+    cursor: str | None = None
+    for page in range(1, MAX_PAGES + 1):
+        result = session.request("tools/list", {} if cursor is None else {"cursor": cursor}, suffix=f".list.{page}")
+        listed = result.get("tools")
+        if not isinstance(listed, list):
+            raise _protocol_error("the listing has no list of tools")
+        cursor = result.get("nextCursor")
+        if cursor is not None and (not isinstance(cursor, str) or not cursor or len(cursor) > MAX_CURSOR_CHARS):
+            raise _protocol_error("the listing's nextCursor is not a cursor")
+        for position, item in enumerate(listed):
+            if len(tools) == MAX_TOOLS:
+                return McpListing(tools=tools, truncated=True, protocol_version=str(session.protocol_version))
+            tool = _listed_tool(item)
+            if tool["name"] in names:
+                raise _protocol_error(f"the listing names a tool twice (page {page}, position {position + 1})")
+            names.add(tool["name"])
+            tools.append(tool)
+        if cursor is None:
+            break
+    return McpListing(tools=tools, truncated=cursor is not None, protocol_version=str(session.protocol_version))
+
+
+def list_tools(
+    *,
+    server: McpServer,
+    project_id: str | None,
+    signing_secrets: Sequence[str],
+    message_id: str,
+    client: EgressClient | None = None,
+    clock: Callable[[], float] = time.time,
+    record: Recorder | None = None,
+    timeout_ms: int = TIMEOUT_MS,
+) -> McpListing:
+    """The server's tools. Raises McpError. `message_id`: the base of each request's `webhook-id` (a listing's own
+    id); `timeout_ms`: the whole session."""
+    session = _Session(
+        server=server,
+        project_id=project_id,
+        signing_secrets=signing_secrets,
+        message_id=message_id,
+        client=client,
+        clock=clock,
+        record=record,
+        timeout_ms=timeout_ms,
+        before_send=None,
+    )
+    try:
+        session.open()
+        return _listing(session)
+    finally:
+        session.close()
+
+
+def call_tool(
+    *,
+    server: McpServer,
+    name: str,
+    arguments: Mapping[str, Any],
+    project_id: str | None,
+    signing_secrets: Sequence[str],
+    call_id: str,
+    client: EgressClient | None = None,
+    clock: Callable[[], float] = time.time,
+    record: Recorder | None = None,
+    timeout_ms: int = TIMEOUT_MS,
+    before_send: Callable[[], None] | None = None,
+) -> McpCallResult:
+    """Call the tool `name` with `arguments` (already checked against its schema by the policy). Raises McpError.
+    `call_id`: the tool call's id, stable across retries, the `webhook-id` of the `tools/call` request;
+    `before_send`: called once, before the session's first request is sent."""
+    session = _Session(
+        server=server,
+        project_id=project_id,
+        signing_secrets=signing_secrets,
+        message_id=call_id,
+        client=client,
+        clock=clock,
+        record=record,
+        timeout_ms=timeout_ms,
+        before_send=before_send,
+    )
+    try:
+        session.open()
+        result = session.request("tools/call", {"name": name, "arguments": dict(arguments)}, suffix="", is_call=True)
+    finally:
+        session.close()
+    content, structured, is_error = result.get("content", []), result.get("structuredContent"), result.get("isError")
+    try:
+        if not isinstance(content, list):
+            raise _protocol_error("the result's content is not a list")
+        if is_error is not None and not isinstance(is_error, bool):
+            raise _protocol_error("the result's isError is not a boolean")
+        texts: list[str] = []
+        other_parts = 0
+        for part in content:
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise _protocol_error("a content part is not a typed object")
+            if part["type"] != "text":
+                other_parts += 1
+            elif isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            else:
+                raise _protocol_error("a text part has no text")
+    except McpError as exc:
+        exc.may_have_reached_upstream = True
+        raise
+    return McpCallResult(texts=texts, structured_content=structured, is_error=bool(is_error), other_parts=other_parts)
