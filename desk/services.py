@@ -54,7 +54,10 @@ def handoff_create(*, run: Run, tool_call_id: str, reason_type: str, summary: st
         )
         webhook_events.handoff_event(handoff, "handoff.created")
         if run.session_id is not None:
-            to_team(session_locked(run.session_id), timezone.now())
+            session = session_locked(run.session_id)
+            # A sandbox run's handoff is a test's: it hands over a test-panel conversation, never a customer's.
+            if not run.sandbox or session.is_test:
+                to_team(session, timezone.now())
     return handoff
 
 
@@ -63,7 +66,7 @@ def session_locked(session_id: str) -> Session:
     return Session.objects.select_for_update(no_key=True, of=("self",)).select_related("end_user").get(pk=session_id)
 
 
-def to_team(session: Session, now: Any) -> None:
+def to_team(session: Session, now: Any, *, waiting: bool = True) -> None:
     """The conversation goes to the team (a handoff, or a person of the team wrote into it): the agent keeps quiet
     until it is handed back. `session.updated` when it changed. Inside the caller's transaction, with the session's
     row held (`session_locked`)."""
@@ -71,7 +74,8 @@ def to_team(session: Session, now: Any) -> None:
         return
     session.status = Session.Status.HANDED_OFF
     session.handed_off_at = now
-    session.waiting_since = session.waiting_since or now
+    # A handoff leaves the customer waiting for the team; a team's own message answers them (`waiting=False`).
+    session.waiting_since = (session.waiting_since or now) if waiting else None
     session.last_activity_at = now
     session.save(update_fields=["status", "handed_off_at", "waiting_since", "last_activity_at"])
     record_updated(session)
@@ -168,8 +172,10 @@ def handoff_update(*, handoff: Handoff, status: str = UNSET, assignee: str | Non
     """Close a handoff once the team has dealt with the conversation (or reopen it), and say who has it.
 
     The session follows: `handed_off` while one of its handoffs is open, `closed` when the last one is closed.
-    Closing sends `handoff.closed` to the business's endpoints."""
+    Closing sends `handoff.closed` to the business's endpoints. The session's row is taken before the handoff's, the
+    order of every other writer of both (a hand-back closes the open handoffs with the session's row held)."""
     with transaction.atomic():
+        session = session_locked(handoff.session_id) if handoff.session_id is not None else None
         current = Handoff.objects.select_for_update(of=("self",)).select_related("end_user").get(pk=handoff.pk)
         changes: dict[str, Any] = {}
         if is_set(assignee):
@@ -193,8 +199,7 @@ def handoff_update(*, handoff: Handoff, status: str = UNSET, assignee: str | Non
             setattr(current, key, value)
         if moved and current.status == Handoff.Status.CLOSED:
             webhook_events.handoff_event(current, "handoff.closed")
-        if moved and current.session_id is not None:
-            session = session_locked(current.session_id)
+        if moved and session is not None:
             still_open = Handoff.objects.filter(session_id=current.session_id, status=Handoff.Status.OPEN).exists()
             if still_open:
                 to_team(session, timezone.now())

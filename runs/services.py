@@ -25,7 +25,7 @@ from runs.engine import client_output_shown
 from runs.identity import EndUserClaim, Identity, identity_resolve
 from runs.llm import Message
 from runs.models import Message as ChatMessage
-from runs.models import Run, RunEvent, RunStep, Segment, Session, ToolCall
+from runs.models import Run, RunEvent, RunStep, Segment, Session, SessionEvent, ToolCall
 from runs.queue import enqueue_run, runs_waiting, send_run
 from runs.selectors import session_get
 from tools.models import HttpTool
@@ -116,7 +116,7 @@ def session_message_create(*, session: Session, role: str, content: str, author:
         now = timezone.now()
         if role == ChatMessage.Role.TEAM:
             supersede_open_runs(current)
-            desk_services.to_team(current, now)
+            desk_services.to_team(current, now, waiting=False)
             current.waiting_since = None
         elif current.status == Session.Status.HANDED_OFF:
             current.waiting_since = current.waiting_since or now
@@ -320,17 +320,17 @@ def run_create(
         session = (
             Session.objects.select_for_update(no_key=True, of=("self",)).select_related("end_user").get(pk=session.pk)
         )
+        if options.idempotency is not None and api_key is not None:
+            # A request racing with this key may have made its run while this one waited for the session.
+            earlier = _earlier(api_key, options.idempotency)
+            if earlier is not None:
+                raise _MadeBefore(earlier)
         if session.status == Session.Status.HANDED_OFF:
             raise Conflict(
                 "session_handed_off",
                 "A person of the team holds this conversation: the agent answers again once they hand it back. "
                 "Write the customer's message with POST /v1/sessions/{id}/messages (role user).",
             )
-        if options.idempotency is not None and api_key is not None:
-            # A request racing with this key may have made its run while this one waited for the session.
-            earlier = _earlier(api_key, options.idempotency)
-            if earlier is not None:
-                raise _MadeBefore(earlier)
         if identity.end_user is None and session.end_user_id is not None:
             identity = Identity(session.end_user)
         now = timezone.now()
@@ -344,8 +344,6 @@ def run_create(
         reopened = session.status == Session.Status.CLOSED
         session.status, session.last_activity_at = Session.Status.OPEN, now
         session.save(update_fields=["status", "last_activity_at"])
-        if reopened:
-            session_events.record_updated(session)
         run = _new_run(project, what, identity, session, segment, options, text, tool_set, history)
         run_store.insert_run(run)
         message = ChatMessage.objects.create(
@@ -356,7 +354,10 @@ def run_create(
             content=text,
             created_at=run.created_at,
         )
-        session_events.record_message(message, session, relayed=store)
+        # The conversation's events last: each takes its advisory lock, after which nothing takes another's row.
+        if reopened:
+            session_events.record_updated(session)
+        session_events.record_message(message, session, relayed=store and not sandbox)
         enqueue_run(run.pk)
     return run
 
@@ -621,6 +622,10 @@ def run_purge(*, run: Run) -> None:
             result_delivered=True,
         ):
             return
+        purged = list(ChatMessage.objects.filter(run_id=run.pk).values_list("pk", flat=True))
+        if purged and run.session_id is not None:
+            # Their events go too: a conversation's stream never has to step over a run of events it can't send.
+            SessionEvent.objects.filter(session_id=run.session_id, ref__in=purged).delete()
         ChatMessage.objects.filter(run_id=run.pk).delete()
         RunEvent.objects.filter(run_id=run.pk, type=RunEvent.Type.OUTPUT_DELTA).update(text="")  # the answer's pieces
         ToolCall.objects.filter(run_id=run.pk).update(arguments=None, arguments_hash="", result=None, upstream=None)

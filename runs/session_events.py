@@ -4,8 +4,8 @@ its stream (`GET /v1/sessions/{id}/events`), and the webhook events a business r
 `session.message.created` for every message of the session (the customer's, the agent's, the team's): its row
 names the message, rendered when read (messages don't change; one deleted since, a purged `store: false` run's, is
 left out). `session.updated` carries the session as it was then. The engine writes its messages' events inside its
-own statements (`MESSAGE_EVENT_SQL` in runs/store.py's completion, `message_create_sql` for the customer's input);
-everything else goes through `record_message` and `record_updated`, in the caller's transaction.
+own statements (`message_event_sql` in runs/store.py's completion); everything else, the customer's input of a new
+run too, goes through `record_message` and `record_updated`, in the caller's transaction.
 
 Webhooks: `session.updated` for every change of a customer's conversation; `session.message.created` only for
 conversations that are or were with the team (`handed_off_at` set): a business relays those to its helpdesk, not

@@ -11,6 +11,21 @@ from django.db import migrations, models
 _keys = importlib.import_module("runs.migrations.0010_foreign_keys_checked_in_statement")
 TABLES = ("runs_message", "runs_sessionevent")
 
+# Conversations with the team already: since when (their latest open handoff, else their last activity), so their
+# messages go to the business's webhooks and the desk's inbox puts them in order.
+BACKFILL = """
+UPDATE runs_session AS session
+SET handed_off_at = coalesce(
+        (SELECT max(handoff.created_at) FROM runs_handoff AS handoff
+         WHERE handoff.session_id = session.id AND handoff.status = 'open'),
+        session.last_activity_at),
+    waiting_since = coalesce(
+        (SELECT max(handoff.created_at) FROM runs_handoff AS handoff
+         WHERE handoff.session_id = session.id AND handoff.status = 'open'),
+        session.last_activity_at)
+WHERE session.status = 'handed_off' AND session.handed_off_at IS NULL
+"""
+
 
 class Migration(migrations.Migration):
 
@@ -73,4 +88,5 @@ class Migration(migrations.Migration):
             _keys._alter(True, "NOT DEFERRABLE", TABLES),
             _keys._alter(False, "DEFERRABLE INITIALLY DEFERRED", TABLES),
         ),
+        migrations.RunSQL(BACKFILL, migrations.RunSQL.noop),
     ]

@@ -259,3 +259,36 @@ def test_a_ticket_built_in_in_a_team_held_conversation_is_never_run(h):
     write(h.api, session, {"role": "team", "content": "I'll handle it.", "author": "Ana"})
     assert h.drive(queued["id"])["status"] == "cancelled"
     assert h.api.get("/v1/tickets").json()["data"] == []
+
+
+def test_the_teams_takeover_says_nobody_waits(h):
+    """The session.updated of a team's first reply carries the session as it is: the team spoke last."""
+    agent = h.agent("takeover", [text("Hi.")])
+    session = h.session(agent)
+    write(h.api, session, {"role": "team", "content": "Hello!", "author": "Ana"})
+    [update] = SessionEvent.objects.filter(session_id=session, type="session.updated")
+    assert update.data["status"] == "handed_off" and update.data["waiting_since"] is None
+
+
+def test_a_purged_runs_messages_leave_the_conversations_stream(h):
+    """A `store: false` run's messages are deleted once its result is read; their events go with them, so a stream
+    never has to step over events it can't send."""
+    agent = h.agent("purged", [text("Secret answer.")])
+    session = h.session(agent)
+    run = h.run(agent, "private question", session=session, store=False)
+    assert run["status"] == "completed"
+    assert not Message.objects.filter(session_id=session).exists()
+    assert not SessionEvent.objects.filter(session_id=session, type="session.message.created").exists()
+
+
+def test_a_sandbox_handoff_never_hands_over_a_customers_conversation(h):
+    agent = h.agent(
+        "sandboxed",
+        [calls(("transfer_to_human", {"reason_type": "complaint", "summary": "x"})), text("The team has it.")],
+        tools={"allow_anonymous_actions": True},
+        publish=False,
+    )
+    session = h.session(agent)
+    run = h.run(agent, "a person", session=session, sandbox={"run_real_actions": True})
+    assert run["status"] == "completed"
+    assert Session.objects.get(pk=session).status == "open"

@@ -48,3 +48,35 @@ def test_assistant_messages_take_their_runs_unverified_claims(alice):
         migrate(
             ("runs", sorted(n for a, n in MigrationExecutor(connection).loader.graph.leaf_nodes() if a == "runs")[-1])
         )
+
+
+def test_conversations_with_the_team_already_get_their_times():
+    """runs 0013: a session handed off before the live handoff existed is with the team since its open handoff."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agents.services import agent_create
+    from tests.conftest import make_tenant
+
+    tenant = make_tenant("alice")
+    agent = agent_create(project=tenant.project, name="A")
+    before, after = ("runs", "0012_run_output_events"), ("runs", "0013_live_handoff")
+    apps = migrate(before)
+    try:
+        session_model, handoff_model = apps.get_model("runs", "Session"), apps.get_model("desk", "Handoff")
+        handed = session_model.objects.create(project_id=tenant.project.pk, agent_id=agent.pk, status="handed_off")
+        opened = timezone.now() - timedelta(hours=2)
+        handoff_model.objects.create(
+            project_id=tenant.project.pk, session_id=handed.pk, reason_type="x", summary="y", created_at=opened
+        )
+        other = session_model.objects.create(project_id=tenant.project.pk, agent_id=agent.pk, status="open")
+        apps = migrate(after)
+        session_model = apps.get_model("runs", "Session")
+        moved = session_model.objects.get(pk=handed.pk)
+        assert moved.handed_off_at == opened and moved.waiting_since == opened
+        assert session_model.objects.get(pk=other.pk).handed_off_at is None
+    finally:
+        migrate(
+            ("runs", sorted(n for a, n in MigrationExecutor(connection).loader.graph.leaf_nodes() if a == "runs")[-1])
+        )
