@@ -15,9 +15,9 @@ from kagent.api import ProjectApi, paginate
 from kagent.inputs import Input
 from kagent.openapi import list_of
 from tools import selectors, services
-from tools.resources import HTTP_TOOL, TOOL_PREVIEW, TOOL_TEST_CALL
+from tools.resources import HTTP_TOOL, MCP_SERVER, TOOL_PREVIEW, TOOL_TEST_CALL
 from tools.templating import EndUserIdentity
-from tools.validation import HTTP_TOOL_NAME_RE
+from tools.validation import HTTP_TOOL_NAME_RE, MCP_SERVER_NAME_RE
 
 
 @dataclass(frozen=True)
@@ -213,3 +213,91 @@ class ToolDraftTestCallApi(ProjectApi):
         definition = services.http_tool_check(project=self.project, definition=body.tool)
         outcome = services.http_tool_test_call(project=self.project, definition=definition, sample=body.sample())
         return Response(TOOL_TEST_CALL.render(outcome))
+
+
+# --- MCP servers ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class McpServerWrite:
+    name: str
+    url: str
+    headers: dict[str, str]
+
+
+# The envelope only: the URL, header and secret rules are the service's (tools/validation.py).
+MCP_SERVER_WRITE = Input(
+    {
+        "type": "object",
+        "x-code": "invalid_mcp_server",
+        "additionalProperties": False,
+        "required": ["name", "url"],
+        "properties": {
+            "name": {"type": "string", "pattern": MCP_SERVER_NAME_RE.pattern, "x-code": "invalid_mcp_server_name"},
+            "url": {"type": "string", "minLength": 1, "maxLength": 2048, "description": "https://host[:port]/path"},
+            "headers": {
+                "type": "object",
+                "default": {},
+                "maxProperties": 20,
+                "additionalProperties": {"type": "string", "maxLength": 2048},
+                "description": "sent with every request; secrets as {{secret.NAME}}, under the secret's "
+                "allowed_hosts. On PATCH, replaces the headers whole.",
+            },
+        },
+    },
+    McpServerWrite,
+)
+
+
+class McpServerListCreateApi(ProjectApi):
+    @extend_schema(operation_id="mcp_servers_list", responses=list_of(MCP_SERVER.ref))
+    def get(self, request: Request) -> Response:
+        return Response(paginate(request, selectors.mcp_server_list(project=self.project), MCP_SERVER.render))
+
+    @extend_schema(
+        operation_id="mcp_servers_create",
+        request=MCP_SERVER_WRITE.body,
+        responses={201: MCP_SERVER.ref},
+        description="Lists the server's tools first: a server that can't be listed is refused (422 mcp_unreachable, "
+        "details.code saying why) and nothing is saved.",
+    )
+    def post(self, request: Request) -> Response:
+        body = MCP_SERVER_WRITE.parse(request.data)
+        server = services.mcp_server_create(project=self.project, name=body.name, url=body.url, headers=body.headers)
+        return Response(MCP_SERVER.render(server), status=status.HTTP_201_CREATED)
+
+
+class McpServerDetailApi(ProjectApi):
+    @extend_schema(operation_id="mcp_servers_retrieve", responses={200: MCP_SERVER.ref})
+    def get(self, request: Request, server_id: str) -> Response:
+        return Response(MCP_SERVER.render(selectors.mcp_server_get(project=self.project, server_id=server_id)))
+
+    @extend_schema(
+        operation_id="mcp_servers_update",
+        request=MCP_SERVER_WRITE.body,
+        responses={200: MCP_SERVER.ref},
+        description="Lists the tools again with the new settings; refused (nothing saved) when that fails.",
+    )
+    def patch(self, request: Request, server_id: str) -> Response:
+        server = selectors.mcp_server_get(project=self.project, server_id=server_id)
+        body = MCP_SERVER_WRITE.parse(request.data, partial=True)
+        server = services.mcp_server_update(server=server, name=body.name, url=body.url, headers=body.headers)
+        return Response(MCP_SERVER.render(server))
+
+    @extend_schema(operation_id="mcp_servers_delete", request=None, responses={200: {"type": "object"}})
+    def delete(self, request: Request, server_id: str) -> Response:
+        server = selectors.mcp_server_get(project=self.project, server_id=server_id)
+        services.mcp_server_delete(server=server)
+        return Response({"id": server_id, "object": "mcp_server", "deleted": True})
+
+
+class McpServerRefreshApi(ProjectApi):
+    @extend_schema(
+        operation_id="mcp_servers_refresh",
+        request=None,
+        responses={200: MCP_SERVER.ref},
+        description="Lists the tools again. On failure the previous listing is kept and last_error says why.",
+    )
+    def post(self, request: Request, server_id: str) -> Response:
+        server = selectors.mcp_server_get(project=self.project, server_id=server_id)
+        return Response(MCP_SERVER.render(services.mcp_server_refresh(server=server)))

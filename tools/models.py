@@ -39,3 +39,27 @@ class HttpTool(models.Model):
             "requires_verified_user": self.requires_verified_user,
             "config": self.config,
         }
+
+
+class McpServer(models.Model):
+    """A business's MCP server (`mcp_…`, SPEC §6 "MCP servers") and the tools it listed when last asked.
+
+    `tools`: each `{name, description, input_schema, grantable, reason}`; `reason` says why a tool can't be granted
+    (None when it can). A failed re-listing keeps the previous listing and records `last_error` (`{code, message}`).
+    """
+
+    id = PrefixedIdField(prefix="mcp")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="mcp_servers")
+    name = models.CharField(max_length=20)
+    url = models.CharField(max_length=2048)
+    headers = models.JSONField(default=dict)
+    tools = models.JSONField(default=list)
+    truncated = models.BooleanField(default=False)
+    protocol_version = models.CharField(max_length=20, default="")
+    listed_at = models.DateTimeField(null=True)
+    last_error = models.JSONField(null=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="mcp_server_name_unique_in_project")]

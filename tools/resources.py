@@ -5,9 +5,9 @@ from __future__ import annotations
 from kagent.openapi import component
 from kagent.rendering import Const, Field, Resource, Timestamp
 from tools.http_call import HttpCallOutcome
-from tools.models import HttpTool
+from tools.models import HttpTool, McpServer
 from tools.services import ToolPreview
-from tools.validation import HTTP_TOOL_NAME_RE, TOOL_DEFINITION_SCHEMA
+from tools.validation import HTTP_TOOL_NAME_RE, MCP_SERVER_NAME_RE, TOOL_DEFINITION_SCHEMA
 
 HTTP_TOOL_CONFIG = component("HttpToolConfig", TOOL_DEFINITION_SCHEMA["properties"]["config"])
 
@@ -105,4 +105,69 @@ TOOL_TEST_CALL: Resource[HttpCallOutcome] = Resource(
         ),
     },
     description="A live call through the hardened client, signed like a run's call; it appears in the egress log.",
+)
+
+
+MCP_SERVER: Resource[McpServer] = Resource(
+    "McpServer",
+    {
+        "id": Field({"type": "string", "example": "mcp_01j…"}, "pk"),
+        "object": Const("mcp_server"),
+        "name": Field(
+            {
+                "type": "string",
+                "pattern": MCP_SERVER_NAME_RE.pattern,
+                "description": "the model sees each of its tools as <name>__<tool>",
+            },
+            "name",
+        ),
+        "url": Field({"type": "string", "description": "https only"}, "url"),
+        "headers": Field(
+            {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "header templates as written: secrets by name, {{secret.NAME}}",
+            },
+            "headers",
+        ),
+        "tools": Field(
+            {
+                "type": "array",
+                "description": "the tools the server listed when last listed successfully",
+                "items": {
+                    "type": "object",
+                    "required": ["name", "description", "input_schema", "grantable", "reason"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "description": {"type": "string"},
+                        "input_schema": {"type": "object"},
+                        "grantable": {"type": "boolean"},
+                        "reason": {
+                            "type": ["string", "null"],
+                            "description": "why the tool can't be granted: its name as the model would see it, "
+                            "a built-in's name, or an input schema outside the bounds for tenant schemas",
+                        },
+                    },
+                },
+            },
+            "tools",
+        ),
+        "truncated": Field(
+            {"type": "boolean", "description": "the server listed more tools than are kept"}, "truncated"
+        ),
+        "protocol_version": Field({"type": "string"}, "protocol_version"),
+        "listed_at": Timestamp("listed_at", nullable=True, description="when the tools were last listed"),
+        "last_error": Field(
+            {
+                "type": ["object", "null"],
+                "description": "why the last refresh failed (the listing shown is the one before); null once a "
+                "listing succeeds",
+                "required": ["code", "message"],
+                "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+            },
+            "last_error",
+        ),
+        "created_at": Timestamp("created_at"),
+        "updated_at": Timestamp("updated_at"),
+    },
 )

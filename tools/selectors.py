@@ -4,7 +4,7 @@ from django.db.models import QuerySet
 
 from kagent.errors import NotFound
 from kagent.models import Project
-from tools.models import HttpTool
+from tools.models import HttpTool, McpServer
 
 
 def http_tool_list(*, project: Project) -> QuerySet[HttpTool]:
@@ -16,3 +16,14 @@ def http_tool_get(*, project: Project, name: str) -> HttpTool:
     if tool is None:
         raise NotFound("No HTTP tool with that name in this project.")
     return tool
+
+
+def mcp_server_list(*, project: Project) -> QuerySet[McpServer]:
+    return McpServer.objects.filter(project=project)
+
+
+def mcp_server_get(*, project: Project, server_id: str) -> McpServer:
+    server = mcp_server_list(project=project).filter(pk=server_id).first()
+    if server is None:
+        raise NotFound("No MCP server with that id in this project.")
+    return server

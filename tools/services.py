@@ -12,13 +12,15 @@ from django.utils import timezone
 from kagent.errors import Conflict, Unprocessable
 from kagent.ids import new_id
 from kagent.inputs import UNSET, is_set
+from kagent.masking import mask_secrets
 from kagent.merge_patch import merge_patch
 from kagent.models import Project, SigningSecret
 from kagent.secrets import SecretValue, secret_allowed_hosts, secret_resolve, signing_secrets_valid
+from tools import mcp_client
 from tools.http_call import HttpCallOutcome, http_tool_call
-from tools.models import HttpTool
-from tools.templating import EndUserIdentity, TemplateError, render_preview
-from tools.validation import validate_http_tool
+from tools.models import HttpTool, McpServer
+from tools.templating import EndUserIdentity, TemplateError, render_preview, render_request
+from tools.validation import mcp_tool_problem, validate_http_tool, validate_mcp_server
 
 
 def _validate(project: Project, definition: dict[str, Any]) -> dict[str, Any]:
@@ -162,3 +164,127 @@ def http_tool_test_call(*, project: Project, definition: Mapping[str, Any], samp
         secret_lookup=_lookup(project),
         signing_secrets=signing_secrets_valid(project=project, purpose=SigningSecret.Purpose.TOOL_SIGNING),
     )
+
+
+# --- MCP servers (SPEC §6 "MCP servers") ------------------------------------------------------------------------
+# A server is listed before it is stored: one that can't be listed is refused and nothing is written. A refresh that
+# fails keeps the listing it had and records the error. Nothing is listed inside a transaction.
+
+
+def _mcp_validate(project: Project, *, name: str, url: str, headers: dict[str, str]) -> dict[str, Any]:
+    return validate_mcp_server(
+        name=name,
+        url=url,
+        headers=headers,
+        secret_hosts=lambda secret: secret_allowed_hosts(project=project, name=secret),
+    )
+
+
+def _mcp_listed(project: Project, *, name: str, url: str, headers: dict[str, str]) -> dict[str, Any]:
+    """The server's tools, each marked grantable or not with the reason, as the row stores them. Raises McpError
+    (a header's secret that can't be sent is one too: nothing is sent)."""
+    try:
+        rendered = render_request(
+            tool={"name": name, "config": {"method": "POST", "url": url, "headers": headers}},
+            arguments={},
+            end_user=None,
+            variables={},
+            secret_lookup=_lookup(project),
+        )
+    except TemplateError as exc:
+        raise mcp_client.McpError(exc.code, exc.message) from None
+    listing = mcp_client.list_tools(
+        server=mcp_client.McpServer(url=url, headers=rendered.headers, secret_values=rendered.secret_values),
+        project_id=project.pk,
+        signing_secrets=signing_secrets_valid(project=project, purpose=SigningSecret.Purpose.TOOL_SIGNING),
+        message_id=new_id("mcpl"),
+    )
+    secrets = rendered.secret_values
+    tools = []
+    for listed in listing.tools:
+        tool = {
+            "name": listed["name"],
+            "description": mask_secrets(listed["description"], secrets) if secrets else listed["description"],
+            "input_schema": listed["input_schema"],
+        }
+        reason = mcp_tool_problem(server=name, tool=tool)
+        tools.append({**tool, "grantable": reason is None, "reason": reason})
+    return {
+        "tools": tools,
+        "truncated": listing.truncated,
+        "protocol_version": listing.protocol_version,
+        "listed_at": timezone.now(),
+        "last_error": None,
+    }
+
+
+def _unlisted(exc: mcp_client.McpError) -> Unprocessable:
+    return Unprocessable(
+        "mcp_unreachable",
+        f"The MCP server's tools could not be listed: {exc.message}. Nothing was saved.",
+        details={"code": exc.code},
+    )
+
+
+def _mcp_name_taken(project: Project, name: str, *, other_than: str | None = None) -> None:
+    taken = McpServer.objects.filter(project=project, name=name).exclude(pk=other_than).exists()
+    if taken:
+        raise Conflict("tool_name_conflict", f"This project already has an MCP server named {name}.")
+
+
+def mcp_server_create(*, project: Project, name: str, url: str, headers: dict[str, str]) -> McpServer:
+    clean = _mcp_validate(project, name=name, url=url, headers=headers)
+    _mcp_name_taken(project, name)
+    try:
+        listed = _mcp_listed(project, **clean)
+    except mcp_client.McpError as exc:
+        raise _unlisted(exc) from None
+    try:
+        with transaction.atomic():
+            return McpServer.objects.create(project=project, **clean, **listed)
+    except IntegrityError:
+        raise Conflict("tool_name_conflict", f"This project already has an MCP server named {name}.") from None
+
+
+def mcp_server_update(
+    *, server: McpServer, name: str = UNSET, url: str = UNSET, headers: dict[str, str] = UNSET
+) -> McpServer:
+    """Fields given replace (`headers` whole); the result is validated and listed again before it is stored."""
+    clean = _mcp_validate(
+        server.project,
+        name=name if is_set(name) else server.name,
+        url=url if is_set(url) else server.url,
+        headers=headers if is_set(headers) else server.headers,
+    )
+    _mcp_name_taken(server.project, clean["name"], other_than=server.pk)
+    try:
+        listed = _mcp_listed(server.project, **clean)
+    except mcp_client.McpError as exc:
+        raise _unlisted(exc) from None
+    try:
+        with transaction.atomic():
+            McpServer.objects.filter(pk=server.pk).update(**clean, **listed, updated_at=timezone.now())
+    except IntegrityError:
+        raise Conflict("tool_name_conflict", f"This project already has an MCP server named {clean['name']}.") from None
+    server.refresh_from_db()
+    return server
+
+
+def mcp_server_refresh(*, server: McpServer) -> McpServer:
+    """Lists the server again: the new listing, or the error with the previous listing kept."""
+    try:
+        listed = _mcp_listed(server.project, name=server.name, url=server.url, headers=server.headers)
+    except mcp_client.McpError as exc:
+        changes: dict[str, Any] = {"last_error": {"code": exc.code, "message": exc.message}}
+    else:
+        changes = listed
+    # Only if the server is still what was listed: an edit made meanwhile has its own listing.
+    McpServer.objects.filter(pk=server.pk, name=server.name, url=server.url, headers=server.headers).update(
+        **changes, updated_at=timezone.now()
+    )
+    server.refresh_from_db()
+    return server
+
+
+def mcp_server_delete(*, server: McpServer) -> None:
+    server.delete()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from kagent.egress import is_tenant_forbidden_header
@@ -391,3 +391,88 @@ def _check_parameters(schema: Any, requires_verified_user: bool) -> dict[str, An
     out["additionalProperties"] = False
     out.setdefault("properties", {})
     return out
+
+
+# --- MCP servers (SPEC §6 "MCP servers") ------------------------------------------------------------------------
+# A server's name prefixes its tools' names as the model sees them: `<server>__<tool>`.
+
+# linear: anchored, one class, bounded
+MCP_SERVER_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,19}(?!\n)$")
+# linear: anchored, one class, bounded
+MODEL_TOOL_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}(?!\n)$")
+MCP_TOOL_SEPARATOR = "__"
+MAX_MCP_HEADERS = 20
+MAX_HEADER_VALUE_CHARS = 2048
+# The transport's own headers (tools.mcp_client.MCP_HEADERS, repeated here to keep validation free of the client).
+MCP_TRANSPORT_HEADERS = frozenset({"accept", "content-type", "mcp-session-id", "mcp-protocol-version", "last-event-id"})
+
+
+def _moved(exc: Unprocessable, path: str) -> Unprocessable:
+    """split_url's refusal, named at the MCP server's own `url`."""
+    return _refuse(exc.code, exc.message, path)
+
+
+def validate_mcp_server(
+    *, name: str, url: str, headers: dict[str, str], secret_hosts: Callable[[str], list[str] | None]
+) -> dict[str, Any]:
+    """A server's `{name, url, headers}`, checked like an HTTP tool's URL and headers: a literal https URL under the
+    URL rules, headers under the header rules with only `{{secret.NAME}}` placeholders, each secret allowed to go to
+    the URL's host. Raises Unprocessable."""
+    if not MCP_SERVER_NAME_RE.match(name) or MCP_TOOL_SEPARATOR in name or name.endswith("_"):
+        raise _refuse(
+            "invalid_mcp_server_name",
+            "MCP server names match ^[a-z][a-z0-9_]{0,19}$, without '__' and not ending in '_'.",
+            "$.name",
+        )
+    if len(url) > 2048:
+        raise _refuse("invalid_url", "The URL is at most 2048 characters.", "$.url")
+    try:
+        parts = split_url(url)
+    except Unprocessable as exc:
+        raise _moved(exc, "$.url") from None
+    if placeholders.parse(parts.path) or placeholders.parse(parts.query):
+        raise _refuse("placeholder_position", "An MCP server's URL is literal: no placeholders.", "$.url")
+    if len(headers) > MAX_MCP_HEADERS:
+        raise _refuse("invalid_header", f"At most {MAX_MCP_HEADERS} headers.", "$.headers")
+    for header_name, header_value in headers.items():
+        jpath = f"$.headers.{header_name}"
+        if "{{" in header_name or "}}" in header_name:
+            raise _refuse("placeholder_position", "Header names are literal; placeholders go in values.", jpath)
+        if is_tenant_forbidden_header(header_name) or header_name.lower() in MCP_TRANSPORT_HEADERS:
+            raise _refuse("forbidden_header", f"The header {header_name} can't be set for an MCP server.", jpath)
+        if not HEADER_NAME_RE.match(header_name):
+            raise _refuse("invalid_header", "Header names are letters, digits and hyphens.", jpath)
+        if not isinstance(header_value, str) or len(header_value) > MAX_HEADER_VALUE_CHARS:
+            raise _refuse("invalid_header", f"Header values are strings of at most {MAX_HEADER_VALUE_CHARS}.", jpath)
+        if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in header_value):
+            raise _refuse("invalid_header", "Header values may not hold control characters.", jpath)
+        for ph in _parse_template(header_value, jpath):
+            if ph.root != "secret":
+                raise _refuse(
+                    "placeholder_position", f"{ph.raw}: an MCP server's headers take only {{{{secret.NAME}}}}.", jpath
+                )
+            hosts = secret_hosts(ph.name)
+            if hosts is not None and parts.host not in hosts:
+                raise _refuse(
+                    "secret_host_not_allowed",
+                    f"The secret {ph.name} may not be sent to {parts.host}; add it to the secret's allowed_hosts.",
+                    jpath,
+                )
+    return {"name": name, "url": url, "headers": dict(headers)}
+
+
+def mcp_tool_problem(*, server: str, tool: Mapping[str, Any]) -> str | None:
+    """Why a listed tool can't be granted (None: it can): its name as the model sees it, or its input schema."""
+    full = f"{server}{MCP_TOOL_SEPARATOR}{tool['name']}"
+    if not MODEL_TOOL_NAME_RE.match(full):
+        return f"{full[:80]} doesn't fit the tool-name rules (^[a-z][a-z0-9_]{{0,63}}$)."
+    if full in BUILTIN_NAMES or tool["name"] in BUILTIN_NAMES:
+        # Prefixed or not, a tool named like a built-in could pass for it (a "transfer_to_human" that isn't one).
+        return f"{tool['name']} is named like a built-in tool."
+    schema = tool.get("input_schema")
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return "The input schema is not a JSON Schema of type object."
+    problem = tenant_schema_problem(schema, at="$.input_schema")
+    if problem is not None:
+        return f"The input schema is outside the bounds for tenant schemas: {problem.text}."
+    return None
