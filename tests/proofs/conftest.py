@@ -18,6 +18,7 @@ from runs import engine
 from runs.providers import retry
 from tests.conftest import Tenant
 from tests.examples import seed_order_status
+from tools.models import McpServer
 
 SECRET_NAME = "ALICE_ORDERS_TOKEN"
 SECRET_VALUE = "alice-very-private-token-9f3c"
@@ -53,6 +54,7 @@ class World:
     endpoint: str
     delivery: str
     endpoint_secret: str
+    mcp_server: str
 
     @property
     def markers(self) -> list[str]:
@@ -73,6 +75,7 @@ class World:
             self.endpoint,
             self.delivery,
             self.endpoint_secret,
+            self.mcp_server,
             TOOL_NAME,
             SECRET_NAME,
             self.end_user,
@@ -151,6 +154,22 @@ def world(alice: Tenant, fake_llm: Any, monkeypatch: Any) -> World:
         project=alice.project, purpose="http_tool", method="GET", host="api.example.com", decision="allowed"
     )
     end_user_secret = api.get("/v1/end_user_secret").json()["secret"]
+    # Stored as a listing would store it: the sweep reaches no MCP server.
+    mcp_server = McpServer.objects.create(
+        project=alice.project,
+        name="alice_mcp",
+        url="https://api.example.com/mcp",
+        headers={"Authorization": "Bearer {{secret." + SECRET_NAME + "}}"},
+        tools=[
+            {
+                "name": "orders",
+                "description": "Orders.",
+                "input_schema": {"type": "object"},
+                "grantable": True,
+                "reason": None,
+            }
+        ],
+    )
     # What a worker does first with the recorded events: a delivery per endpoint (none is attempted here).
     for event_id in WebhookEvent.objects.filter(project=alice.project).values_list("pk", flat=True):
         hook_services.event_dispatch(event_id=event_id)
@@ -176,4 +195,5 @@ def world(alice: Tenant, fake_llm: Any, monkeypatch: Any) -> World:
         endpoint=endpoint["id"],
         delivery=delivery,
         endpoint_secret=endpoint["secret"],
+        mcp_server=mcp_server.pk,
     )

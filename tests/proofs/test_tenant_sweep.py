@@ -50,6 +50,7 @@ class Refs:
     end_user_token: str
     endpoint: str
     delivery: str
+    mcp_server: str
 
     @staticmethod
     def of(world: World) -> Refs:
@@ -68,6 +69,7 @@ class Refs:
             world.end_user_token,
             world.endpoint,
             world.delivery,
+            world.mcp_server,
         )
 
     @staticmethod
@@ -87,6 +89,7 @@ class Refs:
             jwt.encode({"sub": "nobody-cust-42", "exp": int(time.time()) + 600}, "a" * 32, "HS256"),
             new_id("we"),
             new_id("whd"),
+            new_id("mcp"),
         )
 
     def pairs(self) -> dict[str, str]:
@@ -188,6 +191,30 @@ KINDS: dict[str, tuple[str, Probe]] = {
             Call("POST", "/v1/tool_drafts/test", {"tool": _tool_using(r.secret, "d"), "arguments": {"n": "1"}})
         ],
     ),
+    # MCP servers
+    "mcp_servers_list": ("list", lambda r, b: [Call("GET", "/v1/mcp_servers")]),
+    # Bob's server naming alice's secret: a secret of nowhere to him (refused before anything is sent).
+    "mcp_servers_create": (
+        "name",
+        lambda r, b: [
+            Call(
+                "POST",
+                "/v1/mcp_servers",
+                {
+                    "name": "bobs",
+                    "url": "https://api.example.com/mcp",
+                    "headers": {"Authorization": "Bearer {{secret." + r.secret + "}}"},
+                },
+            )
+        ],
+    ),
+    "mcp_servers_retrieve": ("object", lambda r, b: [Call("GET", f"/v1/mcp_servers/{r.mcp_server}")]),
+    "mcp_servers_update": (
+        "object",
+        lambda r, b: [Call("PATCH", f"/v1/mcp_servers/{r.mcp_server}", {"url": "https://evil.example/mcp"})],
+    ),
+    "mcp_servers_delete": ("object", lambda r, b: [Call("DELETE", f"/v1/mcp_servers/{r.mcp_server}")]),
+    "mcp_servers_refresh": ("object", lambda r, b: [Call("POST", f"/v1/mcp_servers/{r.mcp_server}/refresh")]),
     # secrets and signing secrets
     "secrets_list": ("list", lambda r, b: [Call("GET", "/v1/secrets")]),
     "secrets_retrieve": ("object", lambda r, b: [Call("GET", f"/v1/secrets/{r.secret}")]),

@@ -17,6 +17,7 @@ from kagent_client._resources import (
     EndUserSecret,
     Handoffs,
     KnowledgeSources,
+    McpServers,
     Secrets,
     Tickets,
     ToolDrafts,
@@ -81,6 +82,7 @@ class Client:
         self.agents: Agents[KObject, Page, Iterator[KObject]] = Agents(r)
         self.tools: Tools[KObject, Page, Iterator[KObject]] = Tools(r)
         self.tool_drafts: ToolDrafts[KObject, Page, Iterator[KObject]] = ToolDrafts(r)
+        self.mcp_servers: McpServers[KObject, Page, Iterator[KObject]] = McpServers(r)
         self.secrets: Secrets[KObject, Page, Iterator[KObject]] = Secrets(r)
         self.tool_signing_secret: ToolSigningSecret[KObject, Page, Iterator[KObject]] = ToolSigningSecret(r)
         self.end_user_secret: EndUserSecret[KObject, Page, Iterator[KObject]] = EndUserSecret(r)
@@ -132,6 +134,7 @@ class AsyncClient:
         self.agents: Agents[AO, AL, AI] = Agents(r)
         self.tools: Tools[AO, AL, AI] = Tools(r)
         self.tool_drafts: ToolDrafts[AO, AL, AI] = ToolDrafts(r)
+        self.mcp_servers: McpServers[AO, AL, AI] = McpServers(r)
         self.secrets: Secrets[AO, AL, AI] = Secrets(r)
         self.tool_signing_secret: ToolSigningSecret[AO, AL, AI] = ToolSigningSecret(r)
         self.end_user_secret: EndUserSecret[AO, AL, AI] = EndUserSecret(r)

@@ -199,6 +199,52 @@ class Tools(Resource[O, L, I]):
         return self._obj("POST", "/v1/tools/{name}/test", body, path_params={"name": name})
 
 
+class McpServers(Resource[O, L, I]):
+    """The business's MCP servers: each is listed on write; its tools shown grantable or not, with the reason."""
+
+    def create(
+        self,
+        *,
+        name: str,
+        url: str,
+        headers: dict[str, Json] | NotGiven = NOT_GIVEN,
+        **fields: Json,
+    ) -> O:
+        """Lists the server's tools first: one that can't be listed is refused (422 mcp_unreachable)."""
+        return self._obj("POST", "/v1/mcp_servers", given(name=name, url=url, headers=headers, **fields))
+
+    def list(self, *, limit: int | None = None, cursor: str | None = None) -> L:
+        return self._page("/v1/mcp_servers", params={"limit": limit, "cursor": cursor})
+
+    def iterate(self, *, limit: int | None = None) -> I:
+        return self._iterate("/v1/mcp_servers", params={"limit": limit})
+
+    def get(self, server_id: str) -> O:
+        return self._obj("GET", "/v1/mcp_servers/{server_id}", path_params={"server_id": server_id})
+
+    def update(
+        self,
+        server_id: str,
+        *,
+        name: str | NotGiven = NOT_GIVEN,
+        url: str | NotGiven = NOT_GIVEN,
+        headers: dict[str, Json] | NotGiven = NOT_GIVEN,
+        **fields: Json,
+    ) -> O:
+        """Fields given replace (headers whole); the tools are listed again."""
+        body = given(name=name, url=url, headers=headers, **fields)
+        return self._obj("PATCH", "/v1/mcp_servers/{server_id}", body, path_params={"server_id": server_id})
+
+    def delete(self, server_id: str) -> O:
+        return self._obj("DELETE", "/v1/mcp_servers/{server_id}", path_params={"server_id": server_id})
+
+    def refresh(self, server_id: str) -> O:
+        """Lists the tools again; on failure the previous listing stays and last_error says why."""
+        return self._obj(
+            "POST", "/v1/mcp_servers/{server_id}/refresh", path_params={"server_id": server_id}, idempotent=True
+        )
+
+
 class ToolDrafts(Resource[O, L, I]):
     """Preview and test a tool definition that is not saved yet."""
 
