@@ -15,6 +15,7 @@ from kagent.errors import Unprocessable
 from kagent.validation import make_validator, schema_errors
 from tools import placeholders
 from tools.builtins import BUILTIN_NAMES
+from tools.mcp_client import MCP_HEADERS
 from tools.placeholders import Placeholder, PlaceholderError
 from tools.schema_bounds import SCHEMA_TOO_COMPLEX, tenant_schema_problem
 
@@ -403,8 +404,6 @@ MODEL_TOOL_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}(?!\n)$")
 MCP_TOOL_SEPARATOR = "__"
 MAX_MCP_HEADERS = 20
 MAX_HEADER_VALUE_CHARS = 2048
-# The transport's own headers (tools.mcp_client.MCP_HEADERS, repeated here to keep validation free of the client).
-MCP_TRANSPORT_HEADERS = frozenset({"accept", "content-type", "mcp-session-id", "mcp-protocol-version", "last-event-id"})
 
 
 def _moved(exc: Unprocessable, path: str) -> Unprocessable:
@@ -438,7 +437,7 @@ def validate_mcp_server(
         jpath = f"$.headers.{header_name}"
         if "{{" in header_name or "}}" in header_name:
             raise _refuse("placeholder_position", "Header names are literal; placeholders go in values.", jpath)
-        if is_tenant_forbidden_header(header_name) or header_name.lower() in MCP_TRANSPORT_HEADERS:
+        if is_tenant_forbidden_header(header_name) or header_name.lower() in MCP_HEADERS:  # the transport's own
             raise _refuse("forbidden_header", f"The header {header_name} can't be set for an MCP server.", jpath)
         if not HEADER_NAME_RE.match(header_name):
             raise _refuse("invalid_header", "Header names are letters, digits and hyphens.", jpath)
