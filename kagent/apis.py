@@ -141,7 +141,7 @@ class EndUserSecretRotateApi(_SigningSecretApi):
 
 # --- the egress log ---------------------------------------------------------------------------------------------
 
-EGRESS_PURPOSES = ("http_tool", "knowledge", "webhook", "model")
+EGRESS_PURPOSES = ("http_tool", "knowledge", "webhook", "model", "mcp")
 
 
 empty_is_unset("egress_events_list")  # read with kagent.api.param_*

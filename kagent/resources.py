@@ -46,7 +46,7 @@ EGRESS_EVENT: Resource[EgressEvent] = Resource(
     {
         "id": Field({"type": "string", "example": "egress_1234"}, lambda event: f"egress_{event.pk}"),
         "object": Const("egress_event"),
-        "purpose": Field({"type": "string", "description": "http_tool, knowledge, webhook, model"}, "purpose"),
+        "purpose": Field({"type": "string", "description": "http_tool, knowledge, webhook, model, mcp"}, "purpose"),
         "decision": Field({"enum": ["allowed", "refused"]}, "decision"),
         "code": Field(
             {"type": ["string", "null"], "description": "why it was refused, or how the call failed"},

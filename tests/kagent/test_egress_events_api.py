@@ -108,3 +108,9 @@ def test_a_name_that_does_not_resolve_reads_as_one_on_our_network(alice, api):
     assert shown["nothing.internal.corp"] == shown["db.internal.corp"] == "address_not_allowed"
     missing.refresh_from_db()
     assert (missing.code, private.code) == ("dns_failed", "address_not_allowed")
+
+
+def test_an_mcp_servers_calls_are_found_by_their_purpose(alice, api):
+    mcp = event(alice, purpose="mcp", host="mcp.example.com")
+    event(alice, purpose="http_tool")
+    assert ids(api.get("/v1/egress_events?purpose=mcp")) == [f"egress_{mcp.pk}"]
