@@ -14,6 +14,7 @@ from kagent.merge_patch import merge_patch
 from kagent.validation import make_validator, schema_errors
 from tools.builtins import BUILTIN_NAMES
 from tools.schema_bounds import SCHEMA_TOO_COMPLEX, tenant_schema_problem
+from tools.validation import MCP_TOOL_SEPARATOR, MODEL_TOOL_NAME_RE, TOOL_NAME_RULES, mcp_tool_name
 
 RULES_MAX = 4000
 SECRET_NAME_PATTERN = r"^[A-Z][A-Z0-9_]{0,63}(?!\n)$"
@@ -81,6 +82,25 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                         },
                     },
                 },
+                "mcp": {
+                    "type": "array",
+                    "maxItems": 32,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["server", "tool"],
+                        "properties": {
+                            # linear: anchored, one class, bounded
+                            "server": {"type": "string", "pattern": r"^[a-z][a-z0-9_]{0,19}(?!\n)$"},
+                            # linear: anchored, one class, bounded (the full name's rules are checked below)
+                            "tool": {"type": "string", "pattern": r"^[a-z0-9_]{1,62}(?!\n)$"},
+                            "enabled": {"type": "boolean"},
+                            "effect": {"enum": ["read", "action"]},
+                            "requires_verified_user": {"type": "boolean"},
+                            "rules": {"type": "string", "maxLength": RULES_MAX},
+                        },
+                    },
+                },
                 "client": {
                     "type": "array",
                     "maxItems": 32,
@@ -144,6 +164,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "allow_anonymous_actions": False,
         "builtin": {},
         "http": [],
+        "mcp": [],
         "client": [],
     },
 }
@@ -210,6 +231,11 @@ def validate_config(config: Any) -> dict[str, Any]:
     for grant in tools["http"]:
         grant.setdefault("enabled", True)
         grant.setdefault("rules", "")
+    for grant in tools["mcp"]:
+        grant.setdefault("enabled", True)
+        grant.setdefault("effect", "action")  # the business's declaration; MCP annotations are not trusted
+        grant.setdefault("requires_verified_user", False)
+        grant.setdefault("rules", "")
 
     seen: dict[str, str] = {}
     for index, grant in enumerate(tools["http"]):
@@ -218,6 +244,18 @@ def validate_config(config: Any) -> dict[str, Any]:
             raise _conflict(path, f"{name} is the name of a built-in tool.")
         if name in seen:
             raise _conflict(path, f"{name} is granted twice.")
+        seen[name] = path
+    for index, grant in enumerate(tools["mcp"]):
+        name, path = mcp_tool_name(grant["server"], grant["tool"]), f"$.tools.mcp[{index}]"
+        server = grant["server"]
+        if MCP_TOOL_SEPARATOR in server or server.endswith("_"):
+            raise _invalid(f"{path}.server", "MCP server names have no '__' and don't end in '_'.")
+        if not MODEL_TOOL_NAME_RE.match(name):
+            raise _invalid(path, f"{name} doesn't fit the tool-name rules: {TOOL_NAME_RULES}.")
+        if name in BUILTIN_NAMES or grant["tool"] in BUILTIN_NAMES:
+            raise _conflict(path, f"{grant['tool']} is named like a built-in tool.")
+        if name in seen:
+            raise _conflict(path, f"{name} is already the name of another tool of this agent.")
         seen[name] = path
     for index, client in enumerate(tools["client"]):
         name, path = client["name"], f"$.tools.client[{index}].name"

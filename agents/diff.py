@@ -2,9 +2,9 @@
 paths, each added, removed or changed, with the value before and after. Pure functions, no Django.
 
 Paths read like the API's error paths (`$.config.tools.max_tool_rounds`). Lists of named things (HTTP tool grants
-by `tool`, client tools by `name`) are matched by that name, so a grant added in the middle reads as one added
-grant, not as every later grant changed: `$.config.tools.http[order_status].rules`. Other lists of the same length
-are compared item by item; lists of different lengths change as a whole.
+by `tool`, MCP tool grants by `<server>__<tool>`, client tools by `name`) are matched by that name, so a grant added
+in the middle reads as one added grant, not as every later grant changed: `$.config.tools.http[order_status].rules`.
+Other lists of the same length are compared item by item; lists of different lengths change as a whole.
 """
 
 from __future__ import annotations
@@ -33,7 +33,12 @@ def _key_path(path: str, key: str) -> str:
 
 
 def _names(items: Sequence[Any]) -> tuple[str, list[str]] | None:
-    """The key that names every item of `items` uniquely, and the names in order; None if there is none."""
+    """The key that names every item of `items` uniquely, and the names in order; None if there is none. MCP tool
+    grants are named as the model sees them, `<server>__<tool>` (one server's `lookup` is not another's)."""
+    if items and all(isinstance(i, dict) and isinstance(i.get("server"), str) for i in items):
+        mcp_names = [f"{i['server']}__{i.get('tool')}" for i in items]
+        if len(set(mcp_names)) == len(mcp_names):
+            return "server", mcp_names
     for key in _NAME_KEYS:
         names = [item.get(key) if isinstance(item, dict) else None for item in items]
         if all(isinstance(name, str) for name in names) and len(set(names)) == len(names):
@@ -83,13 +88,17 @@ def json_diff(before: Any, after: Any, path: str = "$") -> list[Change]:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What a version holds, or what the draft would publish: the config and the granted HTTP tools' definitions."""
+    """What a version holds, or what the draft would publish: the config and the granted HTTP and MCP tools'
+    definitions."""
 
     config: dict[str, Any]
     http_tools: dict[str, Any]
+    mcp_tools: dict[str, Any]
 
 
 def snapshot_diff(before: Snapshot, after: Snapshot) -> list[Change]:
-    return json_diff(before.config, after.config, "$.config") + json_diff(
-        before.http_tools, after.http_tools, "$.http_tools"
+    return (
+        json_diff(before.config, after.config, "$.config")
+        + json_diff(before.http_tools, after.http_tools, "$.http_tools")
+        + json_diff(before.mcp_tools, after.mcp_tools, "$.mcp_tools")
     )

@@ -29,7 +29,8 @@ class Agent(models.Model):
 
 
 class AgentVersion(models.Model):
-    """Version `number` of an agent: the draft config and copies of its HTTP tools when published. Never changes."""
+    """Version `number` of an agent: the draft config and copies of its HTTP and MCP tools when published. Never
+    changes."""
 
     id = PrefixedIdField(prefix="ver")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="agent_versions")
@@ -39,6 +40,9 @@ class AgentVersion(models.Model):
     config = models.JSONField()
     # name -> the HTTP tool definition as it was when published.
     http_tools = models.JSONField(default=dict)
+    # `<server>__<tool>` -> the granted MCP tool as listed when published, with its server's URL and headers
+    # (secrets by name): `{name, server, tool, description, input_schema, url, headers}`.
+    mcp_tools = models.JSONField(default=dict)
     # name -> version of each built-in's model-facing text.
     builtin_versions = models.JSONField(default=dict)
     created_at = models.DateTimeField(default=timezone.now)

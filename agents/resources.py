@@ -38,6 +38,15 @@ VERSION: Resource[AgentVersion] = Resource(
         "note": Field({"type": "string"}, "note"),
         "config": Field(AGENT_CONFIG, "config"),
         "http_tools": Field({"type": "object", "additionalProperties": {"type": "object"}}, "http_tools"),
+        "mcp_tools": Field(
+            {
+                "type": "object",
+                "additionalProperties": {"type": "object"},
+                "description": "`<server>__<tool>` -> the granted MCP tool as listed when published, with its "
+                "server's URL and headers (secrets by name)",
+            },
+            "mcp_tools",
+        ),
         "builtin_versions": Field({"type": "object", "additionalProperties": {"type": "string"}}, "builtin_versions"),
         "created_at": Timestamp("created_at"),
     },
@@ -139,8 +148,8 @@ VERSION_DIFF: Resource[VersionDiff] = Resource(
         "changes": Field(
             {
                 "type": "array",
-                "description": "JSON paths under $.config and $.http_tools (tool grants and client tools are named "
-                "by their tool: $.config.tools.http[order_status].rules)",
+                "description": "JSON paths under $.config, $.http_tools and $.mcp_tools (tool grants and client tools "
+                "are named by their tool: $.config.tools.http[order_status].rules)",
                 "items": {
                     "type": "object",
                     "required": ["path", "change", "before", "after"],

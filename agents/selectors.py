@@ -14,6 +14,7 @@ from agents.models import Agent, AgentVersion, KnowledgeSource
 from kagent.errors import NotFound
 from kagent.models import Project
 from tools.models import HttpTool
+from tools.selectors import mcp_granted, mcp_servers_named
 
 
 def agent_list(*, project: Project) -> QuerySet[Agent]:
@@ -73,6 +74,15 @@ def agents_granting_tool(*, project: Project, name: str) -> list[str]:
     ]
 
 
+def agents_granting_mcp_server(*, project: Project, name: str) -> list[str]:
+    """The ids of the agents whose draft grants a tool of the MCP server named `name`."""
+    return [
+        agent.id
+        for agent in agent_list(project=project).only("id", "config")
+        if any(grant.get("server") == name for grant in agent.config.get("tools", {}).get("mcp", []))
+    ]
+
+
 # --- versions side by side --------------------------------------------------------------------------------------
 
 
@@ -80,15 +90,24 @@ def _granted(config: dict[str, Any]) -> list[str]:
     return [grant["tool"] for grant in config.get("tools", {}).get("http", [])]
 
 
+def _mcp_grants(config: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(config.get("tools", {}).get("mcp", []))
+
+
 def draft_snapshot(*, agent: Agent) -> Snapshot:
-    """What publishing now would copy: the draft config and the granted HTTP tools as they are now."""
+    """What publishing now would copy: the draft config and the granted HTTP and MCP tools as they are now."""
     granted = _granted(agent.config)
     tools = HttpTool.objects.filter(project_id=agent.project_id, name__in=granted)
-    return Snapshot(config=agent.config, http_tools={tool.name: tool.definition() for tool in tools})
+    mcp = mcp_granted(project_id=agent.project_id, grants=_mcp_grants(agent.config))
+    return Snapshot(
+        config=agent.config,
+        http_tools={tool.name: tool.definition() for tool in tools},
+        mcp_tools=mcp.definitions,
+    )
 
 
 def version_snapshot(*, version: AgentVersion) -> Snapshot:
-    return Snapshot(config=version.config, http_tools=version.http_tools)
+    return Snapshot(config=version.config, http_tools=version.http_tools, mcp_tools=version.mcp_tools)
 
 
 @dataclass(frozen=True)
@@ -112,7 +131,8 @@ def version_diff(*, agent: Agent, before: int | None, after: int | None) -> Vers
 
 def agents_with_unpublished_changes(*, project: Project, agents: Iterable[Agent]) -> set[str]:
     """The ids of the agents whose draft would publish something other than their latest version (the config, or
-    an edit of a granted HTTP tool since): three queries for the whole list."""
+    an edit of a granted HTTP tool or a new listing of a granted MCP tool since): four queries at most for the
+    whole list."""
     agents = list(agents)
     latest = {
         version.agent_id: version
@@ -122,12 +142,19 @@ def agents_with_unpublished_changes(*, project: Project, agents: Iterable[Agent]
     }
     granted = {name for agent in agents for name in _granted(agent.config)}
     tools = {tool.name: tool.definition() for tool in HttpTool.objects.filter(project=project, name__in=granted)}
+    servers = mcp_servers_named(
+        project_id=project.pk, names=(grant["server"] for agent in agents for grant in _mcp_grants(agent.config))
+    )
     changed = set()
     for agent in agents:
         version = latest.get(agent.pk)
         if version is None:
             continue  # never published: the list says so instead
-        draft = Snapshot(agent.config, {name: tools[name] for name in _granted(agent.config) if name in tools})
+        draft = Snapshot(
+            agent.config,
+            {name: tools[name] for name in _granted(agent.config) if name in tools},
+            mcp_granted(project_id=project.pk, grants=_mcp_grants(agent.config), servers=servers).definitions,
+        )
         if draft != version_snapshot(version=version):
             changed.add(agent.pk)
     return changed

@@ -26,9 +26,38 @@ from kagent.models import Project, SigningSecret
 from kagent.secrets import signing_secrets_valid
 from tools import builtins
 from tools.models import HttpTool
+from tools.selectors import McpGrantProblem, mcp_granted
 from tools.validation import split_url
 
 logger = logging.getLogger(__name__)
+
+
+def _grants_refused(problems: list[McpGrantProblem]) -> Unprocessable:
+    first = problems[0]
+    return Unprocessable(
+        first.code,
+        f"{first.path}: {first.message}.",
+        details=[{"path": problem.path, "message": problem.message} for problem in problems],
+    )
+
+
+def _project_config(project_id: str, config: dict[str, Any], before: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`validate_config` and what only the project can tell: a new grant of an MCP tool its server lists as not
+    grantable is refused. A server or tool not there yet may be granted in the draft, like an HTTP tool, and a grant
+    made before its tool stopped being grantable stays (an unrelated edit is not refused for it): publishing refuses
+    both."""
+    checked = validate_config(config)
+    grants = checked["tools"]["mcp"]
+    if grants:
+        kept = {(g.get("server"), g.get("tool")) for g in ((before or {}).get("tools") or {}).get("mcp", [])}
+        refused = [
+            problem
+            for problem in mcp_granted(project_id=project_id, grants=grants).not_grantable()
+            if (grants[problem.at]["server"], grants[problem.at]["tool"]) not in kept
+        ]
+        if refused:
+            raise _grants_refused(refused)
+    return checked
 
 
 def agent_create(
@@ -43,7 +72,7 @@ def agent_create(
         project=project,
         name=name.strip(),
         description=(description or "").strip(),
-        config=validate_config(config or {}),
+        config=_project_config(project.pk, config or {}),
         actions_paused=actions_paused,
     )
 
@@ -64,7 +93,7 @@ def agent_update(
     if is_set(description):
         changes["description"] = (description or "").strip()
     if is_set(config_patch):
-        changes["config"] = validate_config(merge_patch(agent.config, config_patch))
+        changes["config"] = _project_config(agent.project_id, merge_patch(agent.config, config_patch), agent.config)
     if is_set(actions_paused):
         changes["actions_paused"] = actions_paused
     if changes:
@@ -81,9 +110,10 @@ def agent_delete(*, agent: Agent) -> None:
 
 @transaction.atomic
 def agent_publish(*, agent: Agent, note: str | None = "") -> AgentVersion:
-    """Version n+1: the draft config and copies of every granted HTTP tool as they are now."""
+    """Version n+1: the draft config and copies of every granted HTTP tool and MCP tool as they are now."""
     locked = Agent.objects.select_for_update().get(pk=agent.pk)
     config = validate_config(locked.config)
+    mcp = mcp_granted(project_id=locked.project_id, grants=config["tools"]["mcp"])
     granted = [grant["tool"] for grant in config["tools"]["http"]]
     tools = {tool.name: tool for tool in HttpTool.objects.filter(project_id=locked.project_id, name__in=granted)}
     missing = [name for name in granted if name not in tools]
@@ -93,6 +123,8 @@ def agent_publish(*, agent: Agent, note: str | None = "") -> AgentVersion:
             f"The draft grants HTTP tool(s) that don't exist: {', '.join(missing)}. Create them or remove the grant.",
             details=[{"path": "$.config.tools.http", "message": f"no such tool: {name}"} for name in missing],
         )
+    if mcp.problems:
+        raise _grants_refused(mcp.problems)
     number = (locked.latest_version_number or 0) + 1
     version = AgentVersion.objects.create(
         project_id=locked.project_id,
@@ -101,6 +133,7 @@ def agent_publish(*, agent: Agent, note: str | None = "") -> AgentVersion:
         note=(note or "").strip(),
         config=config,
         http_tools={name: tools[name].definition() for name in granted},
+        mcp_tools=mcp.definitions,
         builtin_versions=builtins.versions(),
     )
     Agent.objects.filter(pk=locked.pk).update(latest_version_number=number)

@@ -16,7 +16,8 @@ Hostile behaviours, per method (`hostile={"tools/list": "redirect"}`): `redirect
 `status` (500), `endless` (an event stream of keep-alives and notifications that never answers, until the client
 leaves or 30 s), `huge` (an answer over 1 MiB: declared in json mode, chunked in sse mode), `garbage` (not JSON),
 `wrong_id` (the response to another id only), `error` (a JSON-RPC error) and `html` (a text/html answer).
-`session=False`: a server that gives no session id and needs none.
+`session=False`: a server that gives no session id and needs none. `call_delays`: seconds to wait before answering
+each `tools/call`, in turn.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class McpBehaviour:
     protocol_version: str = "2025-11-25"
     results: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool name -> the tools/call result
     hostile: dict[str, str] = field(default_factory=dict)  # method -> behaviour (see the module's docstring)
+    call_delays: list[float] = field(default_factory=list)  # seconds before answering each tools/call, in turn
 
 
 @dataclass
@@ -169,6 +171,10 @@ class McpFake:
             if start + size < len(behaviour.tools):
                 result["nextCursor"] = str(start + size)
         elif method == "tools/call":
+            with self._lock:
+                delay = behaviour.call_delays.pop(0) if behaviour.call_delays else 0.0
+            if delay:
+                time.sleep(delay)  # a slow system; the client may leave (a worker killed meanwhile)
             name, arguments = params.get("name"), params.get("arguments") or {}
             if name in behaviour.results:
                 result = behaviour.results[name]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import json
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from html.entities import html5
@@ -286,3 +287,17 @@ def _encodings(secret: str) -> list[str]:
         if len(core) >= ENCODED_MIN:
             found += [core, core.replace("+", "-").replace("/", "_")]
     return found
+
+
+def mask_secrets_in_json(value: object, secrets: Sequence[str]) -> object:
+    """`value` (parsed JSON) with every secret masked in its keys and strings, at any depth: masked in its serialized
+    text and read back, as an upstream's JSON body is masked before it is parsed. Raises ValueError when that can't
+    be done (nested too deeply to write, or a secret that spanned the JSON's own syntax): the caller refuses the
+    value then, never shows it unmasked."""
+    if not secrets:
+        return value
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return json.loads(mask_secrets(text, tuple(secrets)))
+    except (TypeError, RecursionError) as exc:
+        raise ValueError("the value can't be masked") from exc

@@ -38,7 +38,8 @@ from runs.written_calls import recover_written_calls
 from tools import builtins
 from tools.builtins import Effect, Receipt
 from tools.http_call import http_tool_call
-from tools.policy import Decision, PolicyContext, parse_arguments, policy_check
+from tools.mcp_call import mcp_tool_call
+from tools.policy import CALLS_OUT, Decision, PolicyContext, parse_arguments, policy_check
 from tools.shaping import DATA_NOTICE
 from tools.templating import EndUserIdentity
 from tools.toolset import ToolKind, ToolSpec, tool_set_from_json
@@ -358,7 +359,7 @@ class Engine:
                         if not self._mark_running(call):
                             self._check_and_run(call, requests.get(call.index) or self._request_of(call), round_number)
                             continue
-                    self._send_http(call, spec)
+                    self._send(call, spec)
                     continue
             self._check_and_run(call, requests.get(call.index) or self._request_of(call), round_number)
 
@@ -419,14 +420,17 @@ class Engine:
         )
 
     def _http_calls_last_hour(self, call: ToolCall, now: Any) -> int:
-        """Step 7's count: this run's own when the run is its own bucket, else the bucket's across runs."""
+        """Step 7's count (HTTP and MCP calls together): this run's own when the run is its own bucket, else the
+        bucket's across runs."""
         if self.run.rate_key.startswith("run:"):
-            return sum(1 for c in self.calls if c.kind == "http" and c.policy_decision == "allowed" and c.pk != call.pk)
+            return sum(
+                1 for c in self.calls if c.kind in CALLS_OUT and c.policy_decision == "allowed" and c.pk != call.pk
+            )
         return (
             ToolCall.objects.filter(
                 project_id=self.run.project_id,
                 rate_key=self.run.rate_key,
-                kind="http",
+                kind__in=sorted(CALLS_OUT),
                 policy_decision="allowed",
                 created_at__gte=now - timedelta(hours=1),
             )
@@ -464,7 +468,8 @@ class Engine:
 
     def _outcome_without_side_effects(self, call: ToolCall, decision: Decision) -> bool:
         """Sets what a decided call leads to when that needs nothing to run: refused, simulated (test panel),
-        waiting for the app (client tools), or about to be sent (HTTP). False for a built-in: it runs here."""
+        waiting for the app (client tools), or about to be sent (HTTP and MCP tools). False for a built-in: it runs
+        here."""
         spec = decision.spec
         now = timezone.now()
         if not decision.allowed:
@@ -479,7 +484,7 @@ class Engine:
         if spec.kind == "client":
             call.status = ToolCall.Status.AWAITING_OUTPUT
             return True
-        if spec.kind == "http":
+        if spec.kind in CALLS_OUT:
             call.status, call.attempts, call.started_at = ToolCall.Status.RUNNING, call.attempts + 1, now
             return True
         return False
@@ -521,7 +526,7 @@ class Engine:
             self._check_and_run(call, request, round_number)  # a cancel arrived: refused as cancelled
             return
         store.crash_point("running")
-        self._send_http(call, self._spec(call))
+        self._send(call, self._spec(call))
 
     def _spec(self, call: ToolCall) -> ToolSpec:
         spec = next(s for s in self.tool_set if s.name == call.name)
@@ -562,25 +567,40 @@ class Engine:
         call.status = ToolCall.Status.RUNNING
         return True
 
-    def _send_http(self, call: ToolCall, spec: ToolSpec) -> None:
-        """Sends a call recorded as running, then records its result (the egress log has each attempt by then)."""
+    def _send(self, call: ToolCall, spec: ToolSpec) -> None:
+        """Sends a call recorded as running (an HTTP or an MCP tool's), then records its result (the egress log has
+        each attempt by then)."""
         self.unsent.discard(call.pk)
-        end_user = self.run.end_user
-        assert spec.definition is not None  # every HTTP tool spec carries the definition it calls
+        assert spec.definition is not None  # every HTTP and MCP tool spec carries the definition it calls
         signing_secrets = signing_secrets_for_calls(self.run.project_id, SigningSecret.Purpose.TOOL_SIGNING)
+        project_id = self.run.project_id
+        arguments = call.arguments if isinstance(call.arguments, dict) else {}
         with KEEPER.kept(self.run.pk, held_by=self.claim):
-            outcome = http_tool_call(
-                project_id=self.run.project_id,
-                tool=spec.definition,
-                arguments=call.arguments if isinstance(call.arguments, dict) else {},
-                call_id=call.pk,
-                end_user=EndUserIdentity(end_user.external_id, end_user.traits) if end_user else None,
-                variables=self.run.config.get("variables") or {},
-                secret_lookup=lambda name: secret_resolve(project_id=self.run.project_id, name=name),
-                signing_secrets=signing_secrets,
-                record=store.record_attempt,  # each attempt's row as soon as it is over
-                before_send=release_connection,  # the secrets it read are in the request: no connection held
-            )
+            if spec.kind == ToolKind.MCP:
+                outcome = mcp_tool_call(
+                    project_id=project_id,
+                    tool=spec.definition,
+                    arguments=arguments,
+                    call_id=call.pk,
+                    secret_lookup=lambda name: secret_resolve(project_id=project_id, name=name),
+                    signing_secrets=signing_secrets,
+                    record=store.record_attempt,  # each request of its session as soon as it is over
+                    before_send=release_connection,  # the secrets it read are in the headers: no connection held
+                )
+            else:
+                end_user = self.run.end_user
+                outcome = http_tool_call(
+                    project_id=project_id,
+                    tool=spec.definition,
+                    arguments=arguments,
+                    call_id=call.pk,
+                    end_user=EndUserIdentity(end_user.external_id, end_user.traits) if end_user else None,
+                    variables=self.run.config.get("variables") or {},
+                    secret_lookup=lambda name: secret_resolve(project_id=project_id, name=name),
+                    signing_secrets=signing_secrets,
+                    record=store.record_attempt,  # each attempt's row as soon as it is over
+                    before_send=release_connection,  # the secrets it read are in the request: no connection held
+                )
         store.crash_point("sent")
         call.status = ToolCall.Status.SUCCEEDED if outcome.ok else ToolCall.Status.FAILED
         call.result, call.upstream = outcome.model_result, outcome.step

@@ -217,7 +217,7 @@ class ToolCall(models.Model):
     model_call_id = models.CharField(max_length=200)
     requested_name = models.CharField(max_length=200)
     name = models.CharField(max_length=64)
-    kind = models.CharField(max_length=10, blank=True)  # builtin | http | client | "" (unknown tool)
+    kind = models.CharField(max_length=10, blank=True)  # builtin | http | mcp | client | "" (unknown tool)
     effect = models.CharField(max_length=12, blank=True)
     arguments = models.JSONField(null=True, blank=True)
     arguments_hash = models.CharField(max_length=64, blank=True)

@@ -253,7 +253,7 @@ TOOL_CALL_STEP: Resource[ToolCall] = Resource(
                     "call_id": _ID,
                     "name": _STRING_OR_NULL,
                     "requested_name": {"type": "string"},
-                    "kind": {"enum": ["builtin", "http", "client", None]},
+                    "kind": {"enum": ["builtin", "http", "mcp", "client", None]},
                     "effect": {"enum": ["read", "action", "escalation", None]},
                     "arguments": {},
                     "arguments_hash": _STRING_OR_NULL,

@@ -29,6 +29,7 @@ from runs.models import Run, RunEvent, RunStep, Segment, Session, SessionEvent, 
 from runs.queue import enqueue_run, runs_waiting, send_run
 from runs.selectors import session_get
 from tools.models import HttpTool
+from tools.selectors import mcp_granted
 from tools.toolset import ToolSetFacts, tool_set_build, tool_set_json, without_client_tools
 
 logger = logging.getLogger(__name__)
@@ -160,27 +161,17 @@ def _history(session: Session) -> list[Message]:
     return history
 
 
-def _segment_for(
-    session: Session,
-    version: AgentVersion | None,
-    config: dict[str, Any],
-    http_tools: dict[str, Any],
-    facts: ToolSetFacts,
-    now: Any,
-) -> Segment:
+def _segment_for(session: Session, what: _WhatRuns, facts: ToolSetFacts, now: Any) -> Segment:
     """The session's current segment, or a new one (first run, version change, or 30 minutes idle).
 
     The segment's tool set is built as for a stored run; a `store: false` run leaves its client tools out itself.
     A test-panel session runs the draft, so its segment also ends when the draft's tool set changes.
     """
     last = session.segments.order_by("-number").first()
+    version = what.version
     number = version.number if version else None
     segment_facts = dataclasses.replace(facts, store=True)
-    draft_tools = (
-        tool_set_json(tool_set_build(config=config, http_tools=http_tools, facts=segment_facts))
-        if version is None
-        else None
-    )
+    draft_tools = _tool_set_json(what, segment_facts) if version is None else None
     if (
         last is not None
         and last.version_number == number
@@ -194,22 +185,32 @@ def _segment_for(
         number=(last.number + 1) if last else 1,
         version=version,
         version_number=number,
-        tool_set=draft_tools
-        if draft_tools is not None
-        else tool_set_json(tool_set_build(config=config, http_tools=http_tools, facts=segment_facts)),
+        tool_set=draft_tools if draft_tools is not None else _tool_set_json(what, segment_facts),
         started_at=now,
     )
 
 
 @dataclass(frozen=True)
 class _WhatRuns:
-    """The agent, the version a run pins (None: the draft, in the test panel), and the config and HTTP tools it runs."""
+    """The agent, the version a run pins (None: the draft, in the test panel), and the config and the HTTP and MCP
+    tools it runs."""
 
     agent: Agent
     version: AgentVersion | None
     config: dict[str, Any]
     http_tools: dict[str, Any]
+    mcp_tools: dict[str, Any]
     has_searchable_knowledge: bool | None = None  # None: not looked up yet
+
+    @classmethod
+    def of_version(cls, agent: Agent, version: AgentVersion, has_knowledge: bool | None = None) -> _WhatRuns:
+        return cls(agent, version, version.config, version.http_tools, version.mcp_tools, has_knowledge)
+
+
+def _tool_set_json(what: _WhatRuns, facts: ToolSetFacts) -> list[dict[str, Any]]:
+    return tool_set_json(
+        tool_set_build(config=what.config, http_tools=what.http_tools, mcp_tools=what.mcp_tools, facts=facts)
+    )
 
 
 def _what_runs(project: Project, agent_id: str, version_number: int | None, sandbox: bool) -> _WhatRuns:
@@ -218,7 +219,8 @@ def _what_runs(project: Project, agent_id: str, version_number: int | None, sand
             raise Unprocessable("invalid_request", "A sandbox run uses the draft; don't pin a version.")
         agent = agent_get(project=project, agent_id=agent_id)
         http_tools = {t.name: t.definition() for t in HttpTool.objects.filter(project=project)}
-        return _WhatRuns(agent, None, agent.config, http_tools)
+        mcp = mcp_granted(project_id=project.pk, grants=agent.config.get("tools", {}).get("mcp", []))
+        return _WhatRuns(agent, None, agent.config, http_tools, mcp.definitions)
     if version_number is None:
         # The common case in one query: the agent with its latest published version and its knowledge.
         latest = run_store.latest_version(project_id=project.pk, agent_id=agent_id)
@@ -226,12 +228,12 @@ def _what_runs(project: Project, agent_id: str, version_number: int | None, sand
             agent_get(project=project, agent_id=agent_id)  # a 404 for an agent that isn't there
             raise Conflict("not_published", "This agent has no published version yet. Publish it first.")
         agent, latest_version, has_knowledge = latest
-        return _WhatRuns(agent, latest_version, latest_version.config, latest_version.http_tools, has_knowledge)
+        return _WhatRuns.of_version(agent, latest_version, has_knowledge)
     agent = agent_get(project=project, agent_id=agent_id)
     pinned = AgentVersion.objects.filter(agent=agent, number=version_number).first()
     if pinned is None:
         raise NotFound("This agent has no version with that number.")
-    return _WhatRuns(agent, pinned, pinned.config, pinned.http_tools)
+    return _WhatRuns.of_version(agent, pinned)
 
 
 def _rate_key(
@@ -334,9 +336,7 @@ def run_create(
         if identity.end_user is None and session.end_user_id is not None:
             identity = Identity(session.end_user)
         now = timezone.now()
-        segment = _segment_for(
-            session, what.version, what.config, what.http_tools, _facts(what, identity, session, options), now
-        )
+        segment = _segment_for(session, what, _facts(what, identity, session, options), now)
         tool_set = segment.tool_set if store else without_client_tools(segment.tool_set)
         supersede_open_runs(session)
         history = _history(session)  # after the open run ended or was superseded: with its answer, if it made one
@@ -437,7 +437,7 @@ def _facts(what: _WhatRuns, identity: Identity, session: Session | None, options
 
 def _tool_set(what: _WhatRuns, identity: Identity, session: Session | None, options: _RunOptions) -> list[Any]:
     facts = _facts(what, identity, session, options)
-    return tool_set_json(tool_set_build(config=what.config, http_tools=what.http_tools, facts=facts))
+    return _tool_set_json(what, facts)
 
 
 def _new_run(

@@ -67,6 +67,7 @@ REVIEWED: dict[str, str] = {
     r"^[A-Za-z_][A-Za-z0-9_]{0,63}(?!\n)$": "anchored, one class, bounded",
     r"^[a-z][a-z0-9_]{0,63}(?!\n)$": "anchored, one class, bounded",
     r"^[a-z][a-z0-9_]{0,29}(?!\n)$": "anchored, one class, bounded",
+    r"^[a-z0-9_]{1,62}(?!\n)$": "anchored, one class, bounded",
     r"^[a-z][a-z0-9_]{0,19}(?!\n)$": "anchored, one class, bounded",
     r"^[a-z][a-z0-9_]{0,47}(?!\n)$": "anchored, one class, bounded",
     r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}(?!\n)$": "anchored, one class, bounded",

@@ -10,7 +10,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.selectors import agents_granting_tool
+from agents.selectors import agents_granting_mcp_server, agents_granting_tool
 from kagent.api import ProjectApi, paginate
 from kagent.inputs import Input
 from kagent.openapi import list_of
@@ -281,13 +281,21 @@ class McpServerDetailApi(ProjectApi):
     def patch(self, request: Request, server_id: str) -> Response:
         server = selectors.mcp_server_get(project=self.project, server_id=server_id)
         body = MCP_SERVER_WRITE.parse(request.data, partial=True)
-        server = services.mcp_server_update(server=server, name=body.name, url=body.url, headers=body.headers)
+        server = services.mcp_server_update(
+            server=server,
+            name=body.name,
+            url=body.url,
+            headers=body.headers,
+            granted_by=lambda: agents_granting_mcp_server(project=self.project, name=server.name),
+        )
         return Response(MCP_SERVER.render(server))
 
     @extend_schema(operation_id="mcp_servers_delete", request=None, responses={200: {"type": "object"}})
     def delete(self, request: Request, server_id: str) -> Response:
         server = selectors.mcp_server_get(project=self.project, server_id=server_id)
-        services.mcp_server_delete(server=server)
+        services.mcp_server_delete(
+            server=server, granted_by=agents_granting_mcp_server(project=self.project, name=server.name)
+        )
         return Response({"id": server_id, "object": "mcp_server", "deleted": True})
 
 

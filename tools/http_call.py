@@ -49,7 +49,7 @@ def _refusal(code: str, guidance: str) -> dict[str, Any]:
     return {"ok": False, "error": {"code": code, "guidance": guidance}}
 
 
-def _template_failure(exc: TemplateError) -> dict[str, Any]:
+def template_failure(exc: TemplateError) -> dict[str, Any]:
     """A call that was never sent. Argument problems are the model's to fix; anything else is configuration."""
     if exc.code in _ARGUMENT_CODES and exc.parameter:
         return _refusal("invalid_arguments", f"Check the argument {exc.parameter}: {exc.message}.")
@@ -86,14 +86,17 @@ def _excerpt(masked_text: str, secret_values: Sequence[str]) -> str:
     return mask_secrets(cleaned, tuple(secret_values))[:BODY_EXCERPT_CHARS]
 
 
-def _masked_result(value: Any, secret_values: Sequence[str]) -> Any:
-    """What the model is shown, every string masked once more after shaping cleaned and cut it."""
+def masked_result(value: Any, secret_values: Sequence[str]) -> Any:
+    """What the model is shown, every string (keys too) masked once more after shaping cleaned and cut it. Shaped
+    results are shallow (rows of fields; an MCP result's structure at most a few levels deep)."""
     if isinstance(value, str):
         return mask_secrets(value, tuple(secret_values))
     if isinstance(value, list):
-        return [_masked_result(item, secret_values) for item in value]
+        return [masked_result(item, secret_values) for item in value]
     if isinstance(value, dict):
-        return {key: _masked_result(item, secret_values) for key, item in value.items()}
+        return {
+            mask_secrets(key, tuple(secret_values)): masked_result(item, secret_values) for key, item in value.items()
+        }
     return value
 
 
@@ -139,7 +142,7 @@ def http_tool_call(
     except TemplateError as exc:
         step["error_code"] = exc.code
         step["error_message"] = exc.message
-        return done(_template_failure(exc), False)
+        return done(template_failure(exc), False)
     secrets = rendered.secret_values
     step.update(method=rendered.method, host=rendered.host, path=mask_secrets(rendered.path, secrets))
 
@@ -150,7 +153,7 @@ def http_tool_call(
         )
     except SigningError as exc:  # never send an unsigned call
         step["error_code"] = exc.code
-        return done(_template_failure(TemplateError(exc.code, exc.message)), False)
+        return done(template_failure(TemplateError(exc.code, exc.message)), False)
     headers = {**rendered.headers, **signature, "User-Agent": USER_AGENT}
     if before_send is not None:
         before_send()
@@ -195,4 +198,4 @@ def http_tool_call(
         return done(shape_failure("unreadable"), True)
     step["rows_total"] = shaped.rows_total
     step["rows_shown"] = shaped.rows_shown
-    return done(_masked_result(shaped.model_result, secrets) if secrets else shaped.model_result, True)
+    return done(masked_result(shaped.model_result, secrets) if secrets else shaped.model_result, True)

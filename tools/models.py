@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from kagent.ids import PrefixedIdField
 from kagent.models import Project
+from tools.validation import mcp_tool_name
 
 
 class HttpTool(models.Model):
@@ -63,3 +64,20 @@ class McpServer(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "name"], name="mcp_server_name_unique_in_project")]
+
+    def listed(self, tool: str) -> dict[str, Any] | None:
+        """The listing's entry for the tool named `tool`, or None when the last listing didn't have it."""
+        return next((item for item in self.tools if item.get("name") == tool), None)
+
+    def definition(self, listed: dict[str, Any]) -> dict[str, Any]:
+        """A listed tool as the run engine calls it, and as a published version copies it: the tool as listed and
+        the server's URL and headers (secrets by name, never their values)."""
+        return {
+            "name": mcp_tool_name(self.name, listed["name"]),
+            "server": self.name,
+            "tool": listed["name"],
+            "description": listed["description"],
+            "input_schema": listed["input_schema"],
+            "url": self.url,
+            "headers": dict(self.headers),
+        }

@@ -37,6 +37,8 @@ from tools.templating import normalize_arguments as normalize_digits_in
 from tools.toolset import ToolKind, ToolSpec
 
 HTTP_CALLS_PER_HOUR = 20
+# The kinds that call the business's systems: their calls count together toward HTTP_CALLS_PER_HOUR.
+CALLS_OUT: Final = frozenset({ToolKind.HTTP, ToolKind.MCP})
 MAX_CALLS_PER_ROUND = 5
 
 
@@ -131,7 +133,7 @@ def _normalized(spec: ToolSpec | None, arguments: Any) -> Any:
         return arguments
     if spec.builtin is not None:
         return builtins.normalize_arguments(spec.builtin, arguments)
-    if spec.kind == ToolKind.HTTP:
+    if spec.kind in CALLS_OUT:
         # Seed: Arabic-Indic digits are converted to ASCII before checks (٨٨١٢ and 8812 are the same order number).
         return normalize_digits_in(arguments)
     return arguments
@@ -320,7 +322,7 @@ def not_cancelled(ctx: PolicyContext, call: PolicyCall) -> Decision | None:
 
 
 def within_per_user_limits(ctx: PolicyContext, call: PolicyCall) -> Decision | None:
-    if call.offered.kind == ToolKind.HTTP and ctx.http_calls_last_hour() >= HTTP_CALLS_PER_HOUR:
+    if call.offered.kind in CALLS_OUT and ctx.http_calls_last_hour() >= HTTP_CALLS_PER_HOUR:
         return call.refuse(
             "rate_limited",
             f"This customer reached the limit of {HTTP_CALLS_PER_HOUR} lookups an hour. Answer with what you "

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
 from django.db.models import QuerySet
 
 from kagent.errors import NotFound
@@ -27,3 +31,58 @@ def mcp_server_get(*, project: Project, server_id: str) -> McpServer:
     if server is None:
         raise NotFound("No MCP server with that id in this project.")
     return server
+
+
+class McpGrantProblem(NamedTuple):
+    code: str  # unknown_tool | tool_not_grantable
+    at: int  # the grant's index in `tools.mcp`
+    message: str
+
+    @property
+    def path(self) -> str:
+        return f"$.tools.mcp[{self.at}]"
+
+
+@dataclass(frozen=True)
+class McpGrants:
+    """The definitions of the MCP tools a config grants (`<server>__<tool>` -> definition), and what stands in the
+    way of the rest: a problem for a server that isn't there, a tool its listing doesn't have,
+    or one it lists as not grantable."""
+
+    definitions: dict[str, dict[str, Any]]
+    problems: list[McpGrantProblem]
+
+    def not_grantable(self) -> list[McpGrantProblem]:
+        return [problem for problem in self.problems if problem.code == "tool_not_grantable"]
+
+
+def mcp_servers_named(*, project_id: str, names: Iterable[str]) -> dict[str, McpServer]:
+    wanted = set(names)
+    return {s.name: s for s in McpServer.objects.filter(project_id=project_id, name__in=wanted)} if wanted else {}
+
+
+def mcp_granted(
+    *, project_id: str, grants: Iterable[Mapping[str, Any]], servers: Mapping[str, McpServer] | None = None
+) -> McpGrants:
+    """What `tools.mcp` grants, as the project's MCP servers list it now (one query, none with `servers` given:
+    the project's servers by name, at least those the grants name)."""
+    grants = [grant for grant in grants if isinstance(grant, Mapping)]
+    if servers is None:
+        servers = mcp_servers_named(project_id=project_id, names=(grant.get("server", "") for grant in grants))
+    definitions: dict[str, dict[str, Any]] = {}
+    problems: list[McpGrantProblem] = []
+    for index, grant in enumerate(grants):
+        server = servers.get(grant.get("server", ""))
+        listed = server.listed(grant.get("tool", "")) if server is not None else None
+        if server is None:
+            problems.append(McpGrantProblem("unknown_tool", index, f"there is no MCP server named {grant['server']}"))
+        elif listed is None:
+            message = f"the MCP server {server.name} doesn't list a tool named {grant['tool']}"
+            problems.append(McpGrantProblem("unknown_tool", index, message))
+        elif not listed.get("grantable"):
+            message = f"{grant['tool']} can't be granted: {listed.get('reason')}"
+            problems.append(McpGrantProblem("tool_not_grantable", index, message))
+        else:
+            definition = server.definition(listed)
+            definitions[definition["name"]] = definition
+    return McpGrants(definitions=definitions, problems=problems)

@@ -12,14 +12,15 @@ from django.utils import timezone
 from kagent.errors import Conflict, Unprocessable
 from kagent.ids import new_id
 from kagent.inputs import UNSET, is_set
-from kagent.masking import mask_secrets
+from kagent.masking import mask_secrets, mask_secrets_in_json
 from kagent.merge_patch import merge_patch
 from kagent.models import Project, SigningSecret
 from kagent.secrets import SecretValue, secret_allowed_hosts, secret_resolve, signing_secrets_valid
 from tools import mcp_client
 from tools.http_call import HttpCallOutcome, http_tool_call
+from tools.mcp_call import mcp_server
 from tools.models import HttpTool, McpServer
-from tools.templating import EndUserIdentity, TemplateError, render_preview, render_request
+from tools.templating import EndUserIdentity, TemplateError, render_preview
 from tools.validation import mcp_tool_problem, validate_http_tool, validate_mcp_server
 
 
@@ -88,16 +89,20 @@ def http_tool_update(
     return tool
 
 
-def http_tool_delete(*, tool: HttpTool, granted_by: Sequence[str]) -> None:
-    """Refused while an agent's draft grants the tool (`granted_by`: those agents' ids, from
-    `agents.selectors.agents_granting_tool`); published versions hold copies and keep working."""
+def _refuse_in_use(granted_by: Sequence[str], what: str = "this tool") -> None:
     users = list(granted_by)
     if users:
         raise Conflict(
             "tool_in_use",
-            f"The draft of agent(s) {', '.join(users)} grants this tool; remove the grant first.",
+            f"The draft of agent(s) {', '.join(users)} grants {what}; remove the grant first.",
             details={"agents": users},
         )
+
+
+def http_tool_delete(*, tool: HttpTool, granted_by: Sequence[str]) -> None:
+    """Refused while an agent's draft grants the tool (`granted_by`: those agents' ids, from
+    `agents.selectors.agents_granting_tool`); published versions hold copies and keep working."""
+    _refuse_in_use(granted_by)
     tool.delete()
 
 
@@ -184,22 +189,16 @@ def _mcp_listed(project: Project, *, name: str, url: str, headers: dict[str, str
     """The server's tools, each marked grantable or not with the reason, as the row stores them. Raises McpError
     (a header's secret that can't be sent is one too: nothing is sent)."""
     try:
-        rendered = render_request(
-            tool={"name": name, "config": {"method": "POST", "url": url, "headers": headers}},
-            arguments={},
-            end_user=None,
-            variables={},
-            secret_lookup=_lookup(project),
-        )
+        server = mcp_server(name=name, url=url, headers=headers, secret_lookup=_lookup(project))
     except TemplateError as exc:
         raise mcp_client.McpError(exc.code, exc.message) from None
     listing = mcp_client.list_tools(
-        server=mcp_client.McpServer(url=url, headers=rendered.headers, secret_values=rendered.secret_values),
+        server=server,
         project_id=project.pk,
         signing_secrets=signing_secrets_valid(project=project, purpose=SigningSecret.Purpose.TOOL_SIGNING),
         message_id=new_id("mcpl"),
     )
-    secrets = rendered.secret_values
+    secrets = server.secret_values
     tools = []
     for listed in listing.tools:
         tool = {
@@ -207,7 +206,13 @@ def _mcp_listed(project: Project, *, name: str, url: str, headers: dict[str, str
             "description": mask_secrets(listed["description"], secrets) if secrets else listed["description"],
             "input_schema": listed["input_schema"],
         }
-        reason = mcp_tool_problem(server=name, tool=tool)
+        try:  # its text reaches the model as the tool's parameters: a secret the server echoed there is masked
+            tool["input_schema"] = mask_secrets_in_json(listed["input_schema"], secrets)
+        except ValueError:
+            tool["input_schema"] = {}
+            reason: str | None = "The input schema can't be read (nested too deeply)."
+        else:
+            reason = mcp_tool_problem(server=name, tool=tool)
         tools.append({**tool, "grantable": reason is None, "reason": reason})
     return {
         "tools": tools,
@@ -247,9 +252,18 @@ def mcp_server_create(*, project: Project, name: str, url: str, headers: dict[st
 
 
 def mcp_server_update(
-    *, server: McpServer, name: str = UNSET, url: str = UNSET, headers: dict[str, str] = UNSET
+    *,
+    server: McpServer,
+    name: str = UNSET,
+    url: str = UNSET,
+    headers: dict[str, str] = UNSET,
+    granted_by: Callable[[], Sequence[str]] = list,
 ) -> McpServer:
-    """Fields given replace (`headers` whole); the result is validated and listed again before it is stored."""
+    """Fields given replace (`headers` whole); the result is validated and listed again before it is stored. A new
+    name is refused while an agent's draft grants the server's tools (`granted_by`: those agents' ids, asked only
+    for a rename): the grants name it."""
+    if is_set(name) and name != server.name:
+        _refuse_in_use(granted_by(), "tools of this MCP server by its name")
     clean = _mcp_validate(
         server.project,
         name=name if is_set(name) else server.name,
@@ -286,5 +300,8 @@ def mcp_server_refresh(*, server: McpServer) -> McpServer:
     return server
 
 
-def mcp_server_delete(*, server: McpServer) -> None:
+def mcp_server_delete(*, server: McpServer, granted_by: Sequence[str]) -> None:
+    """Refused while an agent's draft grants the server's tools; published versions hold copies of what they
+    granted (its URL and headers too) and keep working."""
+    _refuse_in_use(granted_by, "tools of this MCP server")
     server.delete()

@@ -185,3 +185,95 @@ def shape_failure(code: str) -> dict[str, Any]:
     if code not in FAILURE_GUIDANCE:
         code = "upstream_failed"
     return {"ok": False, "error": {"code": code, "guidance": FAILURE_GUIDANCE[code]}}
+
+
+# --- an MCP tool's result (SPEC §6 "MCP servers") -----------------------------------------------------------------
+# `content` text parts and `structuredContent`, under the same 4 KiB as an HTTP tool's rows, cleaned and marked as
+# data. A server that sends `structuredContent` also sends it serialized as text (the MCP spec asks it to): that text
+# is left out rather than shown twice.
+
+MAX_MCP_TEXT_CHARS = 3000
+MAX_STRUCTURE_DEPTH = 6
+MAX_STRUCTURE_KEYS = 50
+MAX_KEY_CHARS = 64
+OMITTED_NOTE = "Part of the result was left out to keep it short."
+# How much of a structured result survives, from the most to the least; the first that fits under 4 KiB is shown.
+_STRUCTURE_BUDGETS = ((20, 200), (10, 120), (5, 80), (2, 40), (1, 20))
+
+
+def _structure(value: Any, *, items: int, chars: int, depth: int = 0) -> tuple[Any, bool]:
+    """`value` with its strings cleaned and cut to `chars`, lists cut to `items`, objects to MAX_STRUCTURE_KEYS keys,
+    nesting to MAX_STRUCTURE_DEPTH; and whether anything was cut."""
+    if isinstance(value, str):
+        shown = clean_text(value[: chars * 4], keep_joiners=True)[:chars]
+        return shown, len(shown) < len(value)
+    if value is None or isinstance(value, bool | int | float):
+        return clean_value(value), False
+    if depth >= MAX_STRUCTURE_DEPTH:
+        return "[nested too deeply to show]", True
+    if isinstance(value, list):
+        cut = len(value) > items
+        out = []
+        for item in value[:items]:
+            shown, item_cut = _structure(item, items=items, chars=chars, depth=depth + 1)
+            out.append(shown)
+            cut = cut or item_cut
+        return out, cut
+    if isinstance(value, dict):
+        cut = len(value) > MAX_STRUCTURE_KEYS
+        shaped: dict[str, Any] = {}
+        for key, item in list(value.items())[:MAX_STRUCTURE_KEYS]:
+            shown, item_cut = _structure(item, items=items, chars=chars, depth=depth + 1)
+            key_shown = clean_text(str(key)[: MAX_KEY_CHARS * 4], keep_joiners=True)[:MAX_KEY_CHARS]
+            if key_shown in shaped:  # two keys that read the same once cut: the first stays, and the cut is said
+                cut = True
+                continue
+            shaped[key_shown] = shown
+            cut = cut or item_cut or len(key_shown) < len(str(key))
+        return shaped, cut
+    return "[not shown]", True
+
+
+def _serializes(text: str, structured: Any) -> bool:
+    try:
+        return bool(json.loads(text) == structured)
+    except (ValueError, RecursionError):
+        return False
+
+
+def shape_mcp_result(*, texts: list[str], structured: Any, other_parts: int, tool_name: str = "") -> dict[str, Any]:
+    """The model's view of an MCP tool's successful result: `{"ok": true, "data": {notice, tool, text?,
+    structured?, …}}`, strictly under 4 KiB serialized. Secrets are masked by the caller first (in the texts and in
+    the structured content's serialized JSON, keys too), before anything is cut."""
+    data_out: dict[str, Any] = {"notice": DATA_NOTICE}
+    if tool_name:
+        data_out["tool"] = tool_name
+    if other_parts:
+        data_out["parts_not_shown"] = min(int(other_parts), 10**6)  # images, audio, resources: not text, not shown
+    if not any(t.strip() for t in texts) and structured is None:
+        data_out["message"] = "The tool returned no content."
+    result: dict[str, Any] = {"ok": True, "data": data_out}
+    # Room is kept for the note that says something was left out, so adding it can't break the limit.
+    budget = MAX_RESULT_BYTES - _size({"omitted_note": OMITTED_NOTE})
+    shown_texts = [t for t in texts if structured is None or not _serializes(t, structured)]
+    text = " ".join(clean_text(t[: MAX_MCP_TEXT_CHARS * 4], keep_joiners=True).strip() for t in shown_texts).strip()
+    cut = len(text) > MAX_MCP_TEXT_CHARS
+    if structured is not None:
+        for items, chars in _STRUCTURE_BUDGETS:
+            data_out["structured"], structure_cut = _structure(structured, items=items, chars=chars)
+            if _size(result) < budget:
+                break
+        cut = cut or structure_cut
+        if _size(result) >= budget:
+            data_out["structured"], cut = "[too large to show]", True
+    if text:
+        data_out["text"] = text[:MAX_MCP_TEXT_CHARS]
+    while "text" in data_out and _size(result) >= budget:  # cut the text until the whole fits
+        over = _size(result) - budget + 1
+        data_out["text"] = data_out["text"][: max(0, len(data_out["text"]) - max(over, 16))]
+        cut = True
+        if not data_out["text"]:
+            data_out.pop("text")
+    if cut:
+        data_out["omitted_note"] = OMITTED_NOTE
+    return result

@@ -18,6 +18,8 @@ from typing import Any
 
 from tools import builtins
 from tools.builtins import Effect
+from tools.shaping import clean_text
+from tools.validation import mcp_tool_name
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 
@@ -26,6 +28,7 @@ class ToolKind(StrEnum):
     BUILTIN = "builtin"  # runs inside K-Agent (its executor: tools/builtins.py `executor`)
     HTTP = "http"  # K-Agent calls the business's endpoint (tools/http_call.py)
     CLIENT = "client"  # the business's app runs it; the run pauses for its output
+    MCP = "mcp"  # K-Agent calls a tool of the business's MCP server (tools/mcp_call.py)
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ class ToolSpec:
     parameters: dict[str, Any]  # the JSON Schema of the arguments
     requires_verified_user: bool = False
     version: str | None = None  # built-ins: the version of their model-facing text
-    definition: dict[str, Any] | None = None  # HTTP tools: the definition to call (as published)
+    definition: dict[str, Any] | None = None  # HTTP and MCP tools: the definition to call (as published)
 
     @property
     def builtin(self) -> builtins.BuiltinTool | None:
@@ -156,6 +159,37 @@ def _http_specs(
     return specs
 
 
+def _mcp_specs(tools_config: dict[str, Any], mcp_tools: dict[str, dict[str, Any]], gated: str | None) -> list[ToolSpec]:
+    """Granted MCP tools. The effect and `requires_verified_user` are the grant's (the business's declaration: an
+    MCP server's annotations are its own hints, not trusted); the description and input schema are the listing's."""
+    specs = []
+    for grant in tools_config.get("mcp", []):
+        if not grant.get("enabled", True):
+            continue
+        definition = mcp_tools.get(mcp_tool_name(grant["server"], grant["tool"]))
+        if definition is None:
+            continue  # not listed (or not grantable) now: the draft offers it once it is; publishing refuses that
+        effect = Effect(grant.get("effect", "action"))
+        if effect == Effect.ACTION and gated:
+            continue
+        description = clean_text(definition["description"], keep_joiners=True).strip()
+        specs.append(
+            ToolSpec(
+                name=definition["name"],
+                kind=ToolKind.MCP,
+                effect=effect,
+                description=builtins.with_rules(
+                    description or f"{definition['tool']} (a tool of the {definition['server']} system)",
+                    grant.get("rules"),
+                ),
+                parameters=definition["input_schema"],
+                requires_verified_user=bool(grant.get("requires_verified_user")),
+                definition=definition,
+            )
+        )
+    return specs
+
+
 def _client_specs(tools_config: dict[str, Any], gated: str | None) -> list[ToolSpec]:
     specs = []
     for client in tools_config.get("client", []):
@@ -175,14 +209,22 @@ def _client_specs(tools_config: dict[str, Any], gated: str | None) -> list[ToolS
 
 
 def tool_set_build(
-    *, config: dict[str, Any], http_tools: dict[str, dict[str, Any]], facts: ToolSetFacts
+    *,
+    config: dict[str, Any],
+    http_tools: dict[str, dict[str, Any]],
+    mcp_tools: dict[str, dict[str, Any]] | None = None,
+    facts: ToolSetFacts,
 ) -> tuple[ToolSpec, ...]:
     """The offered tools, sorted by name. Store them with `tool_set_json`."""
     tools_config = config["tools"]
     if not tools_config.get("enabled", True):
         return ()
     gated = actions_gated(config, facts)
-    specs = _builtin_specs(tools_config, facts, gated) + _http_specs(tools_config, http_tools, gated)
+    specs = (
+        _builtin_specs(tools_config, facts, gated)
+        + _http_specs(tools_config, http_tools, gated)
+        + _mcp_specs(tools_config, mcp_tools or {}, gated)
+    )
     if facts.store:
         specs += _client_specs(tools_config, gated)
     return tuple(sorted(specs, key=lambda spec: spec.name))

@@ -402,6 +402,7 @@ MCP_SERVER_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,19}(?!\n)$")
 # linear: anchored, one class, bounded
 MODEL_TOOL_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}(?!\n)$")
 MCP_TOOL_SEPARATOR = "__"
+TOOL_NAME_RULES = "lower-case letters, digits and _, starting with a letter, at most 64 characters in all"
 MAX_MCP_HEADERS = 20
 MAX_HEADER_VALUE_CHARS = 2048
 
@@ -460,11 +461,16 @@ def validate_mcp_server(
     return {"name": name, "url": url, "headers": dict(headers)}
 
 
+def mcp_tool_name(server: str, tool: str) -> str:
+    """An MCP tool's name as the model sees it: `<server>__<tool>`."""
+    return f"{server}{MCP_TOOL_SEPARATOR}{tool}"
+
+
 def mcp_tool_problem(*, server: str, tool: Mapping[str, Any]) -> str | None:
     """Why a listed tool can't be granted (None: it can): its name as the model sees it, or its input schema."""
-    full = f"{server}{MCP_TOOL_SEPARATOR}{tool['name']}"
+    full = mcp_tool_name(server, tool["name"])
     if not MODEL_TOOL_NAME_RE.match(full):
-        return f"{full[:80]} doesn't fit the tool-name rules (^[a-z][a-z0-9_]{{0,63}}$)."
+        return f"{full[:80]} doesn't fit the tool-name rules: {TOOL_NAME_RULES}."
     if full in BUILTIN_NAMES or tool["name"] in BUILTIN_NAMES:
         # Prefixed or not, a tool named like a built-in could pass for it (a "transfer_to_human" that isn't one).
         return f"{tool['name']} is named like a built-in tool."
