@@ -18,7 +18,8 @@ from django.http import QueryDict
 from dashboard.problems import Problems
 from dashboard.tool_form import number_or_text
 from tools.builtins import BuiltinTool, all_builtins
-from tools.models import HttpTool
+from tools.models import HttpTool, McpServer
+from tools.validation import mcp_tool_name
 
 PROVIDERS = (
     ("", "Default (this installation's model)"),
@@ -83,6 +84,50 @@ class HttpGrant:
 
 
 @dataclass
+class McpGrant:
+    """A tool an MCP server of the project lists (or a draft's grant of one it no longer lists)."""
+
+    server: str
+    tool: str
+    description: str
+    grantable: bool
+    reason: str  # why it can't be granted ("" when it can)
+    listed: bool  # the server (still) lists it
+    used: bool
+    effect: str
+    requires_verified_user: bool
+    rules: str
+    in_draft: bool = False  # the draft grants it (switched on or off)
+
+    @property
+    def name(self) -> str:
+        return mcp_tool_name(self.server, self.tool)
+
+    @property
+    def path(self) -> str:
+        return f"$.tools.mcp[{self.name}]"
+
+    @property
+    def granted(self) -> bool:
+        """Whether the draft grants it once saved: in use, or with rules, or switched off with settings of its own
+        (a read, a verified customer) kept for later."""
+        settings_kept = self.in_draft and (self.effect != "action" or self.requires_verified_user)
+        return self.used or bool(self.rules.strip()) or settings_kept
+
+
+@dataclass
+class McpServerGrants:
+    """One server's tools in the editor: the granted ones first."""
+
+    name: str
+    grants: list[McpGrant]
+
+    @property
+    def granted_count(self) -> int:
+        return sum(1 for grant in self.grants if grant.used)
+
+
+@dataclass
 class ClientTool:
     name: str = ""
     description: str = ""
@@ -113,6 +158,7 @@ class EditorValues:
     allow_anonymous_actions: bool
     builtins: list[BuiltinGrant]
     http: list[HttpGrant]
+    mcp: list[McpServerGrants]
     client: list[ClientTool]
     hours_on: bool
     timezone: str
@@ -128,6 +174,9 @@ class EditorValues:
         paths += ["$.tools.enabled", "$.tools.max_tool_rounds", "$.tools.allow_anonymous_actions"]
         paths += [f"{grant.path}.rules" for grant in self.builtins] + [f"{g.path}.enabled" for g in self.builtins]
         paths += [f"{grant.path}.rules" for grant in self.http]
+        paths += ["$.tools.mcp"] + [
+            f"{grant.path}{key}" for grant in self.mcp_grants for key in ("", ".rules", ".effect")
+        ]
         paths += ["$.tools.client"] + [
             f"$.tools.client[{i}].{key}"
             for i in range(len(self.client))
@@ -149,11 +198,20 @@ class EditorValues:
             index_text, _, rest = path.removeprefix("$.tools.http[").partition("]")
             if index_text.isdigit() and int(index_text) < len(self.granted_order):
                 return f"$.tools.http[{self.granted_order[int(index_text)]}]{rest}"
+        if path.startswith("$.tools.mcp["):
+            index_text, _, rest = path.removeprefix("$.tools.mcp[").partition("]")
+            granted = [grant.name for grant in self.mcp_grants if grant.granted]
+            if index_text.isdigit() and int(index_text) < len(granted):
+                return f"$.tools.mcp[{granted[int(index_text)]}]{rest}"
         return path
 
     @property
     def granted_order(self) -> list[str]:
         return [grant.name for grant in self.http if grant.used or grant.rules.strip()]
+
+    @property
+    def mcp_grants(self) -> list[McpGrant]:
+        return [grant for server in self.mcp for grant in server.grants]
 
 
 def _starter_text(tool: BuiltinTool) -> str:
@@ -184,8 +242,58 @@ def _http_grants(config_tools: Mapping[str, Any], tools: Sequence[HttpTool]) -> 
     return sorted(out, key=lambda g: (order.index(g.name) if g.name in grants else len(order), g.name))
 
 
+def _mcp_grants(config_tools: Mapping[str, Any], servers: Sequence[McpServer]) -> list[McpServerGrants]:
+    """Every tool the project's MCP servers list, with the draft's grant of it; grants of tools no longer listed
+    too. Per server (by name), granted tools first in the draft's order, then the others as listed."""
+    grants = {(g.get("server"), g.get("tool")): g for g in config_tools.get("mcp", []) if isinstance(g, Mapping)}
+    order = list(grants)
+    by_server: dict[str, list[McpGrant]] = {}
+
+    def grant_of(server: str, tool: str, **listing: Any) -> McpGrant:
+        grant = grants.get((server, tool), {})
+        return McpGrant(
+            in_draft=(server, tool) in grants,
+            server=server,
+            tool=tool,
+            used=bool(grant.get("enabled", False)),
+            effect=str(grant.get("effect", "action")),
+            requires_verified_user=bool(grant.get("requires_verified_user", False)),
+            rules=str(grant.get("rules", "")),
+            **listing,
+        )
+
+    for server in servers:
+        by_server[server.name] = [
+            grant_of(
+                server.name,
+                str(item.get("name", "")),
+                description=str(item.get("description", "")),
+                grantable=bool(item.get("grantable")),
+                reason=str(item.get("reason") or ""),
+                listed=True,
+            )
+            for item in server.tools
+        ]
+    for server_name, tool in order:
+        listed = by_server.setdefault(str(server_name), [])
+        if not any(g.tool == tool for g in listed):
+            missing = grant_of(str(server_name), str(tool), description="", grantable=False, reason="", listed=False)
+            listed.append(missing)
+    out = []
+    for server_name in sorted(by_server):
+        items = by_server[server_name]
+        items.sort(key=lambda g: order.index((g.server, g.tool)) if (g.server, g.tool) in grants else len(order))
+        out.append(McpServerGrants(server_name, items))
+    return out
+
+
 def values_from_config(
-    *, name: str, description: str, config: Mapping[str, Any], tools: Sequence[HttpTool]
+    *,
+    name: str,
+    description: str,
+    config: Mapping[str, Any],
+    tools: Sequence[HttpTool],
+    servers: Sequence[McpServer] = (),
 ) -> EditorValues:
     model = dict(config.get("model") or {})
     tools_config = config.get("tools") or {}
@@ -211,6 +319,7 @@ def values_from_config(
             for tool in all_builtins()
         ],
         http=_http_grants(tools_config, tools),
+        mcp=_mcp_grants(tools_config, servers),
         client=[
             ClientTool(
                 name=str(item.get("name", "")),
@@ -228,7 +337,23 @@ def values_from_config(
     )
 
 
-def values_from_post(post: QueryDict, *, config: Mapping[str, Any], tools: Sequence[HttpTool]) -> EditorValues:
+def _posted_mcp(post: QueryDict, config: Mapping[str, Any], servers: Sequence[McpServer]) -> list[McpServerGrants]:
+    """The MCP grants as posted: for each tool shown (every listed tool, and grants of tools no longer listed)."""
+    shown = _mcp_grants({"mcp": (config.get("tools") or {}).get("mcp", [])}, servers)
+    for server in shown:
+        for grant in server.grants:
+            if not grant.grantable and not grant.used and not grant.rules.strip():
+                continue  # shown without fields: nothing to post
+            grant.used = post.get(f"{grant.path}.used") == "on"
+            grant.effect = _text(post, f"{grant.path}.effect").strip() or "action"
+            grant.requires_verified_user = post.get(f"{grant.path}.requires_verified_user") == "on"
+            grant.rules = _text(post, f"{grant.path}.rules")
+    return shown
+
+
+def values_from_post(
+    post: QueryDict, *, config: Mapping[str, Any], tools: Sequence[HttpTool], servers: Sequence[McpServer] = ()
+) -> EditorValues:
     """The form as posted. `config` is the draft it edits (for what the form doesn't show)."""
     old_model = dict(config.get("model") or {})
     granted = {grant["tool"] for grant in (config.get("tools") or {}).get("http", [])}
@@ -263,6 +388,7 @@ def values_from_post(post: QueryDict, *, config: Mapping[str, Any], tools: Seque
             for tool in all_builtins()
         ],
         http=http,
+        mcp=_posted_mcp(post, config, servers),
         client=[
             ClientTool(n.strip(), d, p, e or "action", r)
             for n, d, p, e, r in _rows(
@@ -341,6 +467,18 @@ def config_from_values(values: EditorValues, *, config: Mapping[str, Any]) -> tu
                 {"tool": grant.name, "enabled": grant.used, "rules": grant.rules}
                 for grant in values.http
                 if grant.used or grant.rules.strip()
+            ],
+            "mcp": [
+                {
+                    "server": grant.server,
+                    "tool": grant.tool,
+                    "enabled": grant.used,
+                    "effect": grant.effect,
+                    "requires_verified_user": grant.requires_verified_user,
+                    "rules": grant.rules,
+                }
+                for grant in values.mcp_grants
+                if grant.granted
             ],
             "client": client,
         }

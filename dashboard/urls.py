@@ -8,6 +8,7 @@ from dashboard.pages import (
     conversations,
     desk,
     knowledge,
+    mcp,
     panel,
     runs,
     settings,
@@ -60,6 +61,11 @@ urlpatterns = [
     path("tools/preview/", tools.tool_preview, name="tool-preview"),
     path("tools/test-call/", tools.tool_test_call, name="tool-test-call"),
     path("tools/samples/", tools.tool_samples, name="tool-samples"),
+    # MCP servers (before tools/<name>/: "mcp" is not a tool's name here).
+    path("tools/mcp/new/", mcp.mcp_server_new, name="mcp-server-new"),
+    path("tools/mcp/<oid:server_id>/", mcp.mcp_server_detail, name="mcp-server"),
+    path("tools/mcp/<oid:server_id>/refresh/", mcp.mcp_server_refresh, name="mcp-server-refresh"),
+    path("tools/mcp/<oid:server_id>/delete/", mcp.mcp_server_delete, name="mcp-server-delete"),
     path("tools/<name:name>/", tools.tool_detail, name="tool"),
     path("tools/<name:name>/delete/", tools.tool_delete, name="tool-delete"),
     # Runs, conversations, the desk, the egress log.

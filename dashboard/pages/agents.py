@@ -27,7 +27,7 @@ from dashboard.tool_form import number_or_text
 from kagent.errors import ApiError
 from kagent.merge_patch import merge_patch_between
 from kagent.secrets import secret_list
-from tools.selectors import http_tool_list
+from tools.selectors import http_tool_list, mcp_server_list
 
 
 @cache
@@ -106,18 +106,22 @@ def _tools(request: MemberRequest) -> list[Any]:
     return list(http_tool_list(project=request.project).order_by("name"))
 
 
+def _servers(request: MemberRequest) -> list[Any]:
+    return list(mcp_server_list(project=request.project).order_by("name"))
+
+
 @member_page("GET", "POST")
 def agent_detail(request: MemberRequest, agent_id: str) -> HttpResponse:
     """The editor: GET shows the draft; POST saves it whole (or, without JavaScript, adds a tool's starter rules)."""
     agent = selectors.agent_get(project=request.project, agent_id=agent_id)
-    tools = _tools(request)
+    tools, servers = _tools(request), _servers(request)
     if request.method == "GET":
         values = editor.values_from_config(
-            name=agent.name, description=agent.description, config=agent.config, tools=tools
+            name=agent.name, description=agent.description, config=agent.config, tools=tools, servers=servers
         )
         return render(request, "dashboard/agent.html", _editor_context(request, agent, values))
 
-    values = editor.values_from_post(request.POST, config=agent.config, tools=tools)
+    values = editor.values_from_post(request.POST, config=agent.config, tools=tools, servers=servers)
     action = request.POST.get("action", "save")
     if action.startswith("starter:"):
         values = editor.with_starter_rules(values, action.removeprefix("starter:"))
@@ -166,7 +170,11 @@ def agent_publish(request: MemberRequest, agent_id: str) -> HttpResponse:
     except ApiError as exc:
         problems = problems_from(exc, ["$.note"])
         values = editor.values_from_config(
-            name=agent.name, description=agent.description, config=agent.config, tools=_tools(request)
+            name=agent.name,
+            description=agent.description,
+            config=agent.config,
+            tools=_tools(request),
+            servers=_servers(request),
         )
         context = _editor_context(request, agent, values, publish_problems=problems)
         return render(request, "dashboard/agent.html", context, status=422)

@@ -12,7 +12,7 @@ from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 
-from agents.selectors import agent_list, agents_granting_tool
+from agents.selectors import agent_list, agents_granting_mcp_server, agents_granting_tool
 from dashboard import tool_form
 from dashboard.access import MemberRequest, member_page
 from dashboard.problems import Problems, problems_from
@@ -39,7 +39,17 @@ def tool_list(request: MemberRequest) -> HttpResponse:
         }
         for tool in tools
     ]
-    return render(request, "dashboard/tools.html", {"rows": rows})
+    servers = [
+        {
+            "server": server,
+            "grantable": sum(1 for tool in server.tools if tool.get("grantable")),
+            "agents": [
+                names[a] for a in agents_granting_mcp_server(project=request.project, name=server.name) if a in names
+            ],
+        }
+        for server in selectors.mcp_server_list(project=request.project).order_by("name")
+    ]
+    return render(request, "dashboard/tools.html", {"rows": rows, "servers": servers})
 
 
 def _context(

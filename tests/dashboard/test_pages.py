@@ -30,7 +30,7 @@ from runs import engine
 from runs.models import Message, Run, Session
 from runs.services import panel_session_create, run_create
 from tests.conftest import Tenant
-from tools.models import HttpTool
+from tools.models import HttpTool, McpServer
 from tools.services import http_tool_create
 
 pytestmark = pytest.mark.django_db
@@ -929,7 +929,9 @@ def alices_things(alice: Tenant, fake_llm: Any) -> dict[str, str]:
         project=alice.project, endpoint=endpoint, event=event, status="failed", completed_at=timezone.now()
     )
     source = knowledge_source_create(project=alice.project, title="Alice's returns", content="# Returns\n\n30 days.")
+    server = McpServer.objects.create(project=alice.project, name="shop", url="https://mcp.alice.example/mcp")
     return {
+        "server_id": server.pk,
         "source_id": source.pk,
         "endpoint_id": endpoint.pk,
         "delivery_id": delivery.pk,
@@ -989,6 +991,7 @@ def test_another_organizations_objects_are_a_404_on_every_page_and_htmx_endpoint
         "agent": Agent.objects.get(pk=alices_things["agent_id"]).config,
         "tickets": list(Ticket.objects.values_list("status", flat=True)),
         "secrets": Secret.objects.filter(project=alice.project).count(),
+        "servers": list(McpServer.objects.values_list("name", "url")),
     }
     tried = set()
     for route, pattern in _patterns(get_resolver(dashboard_urls)):
@@ -1054,6 +1057,9 @@ def test_another_organizations_objects_are_a_404_on_every_page_and_htmx_endpoint
         "knowledge-source",
         "knowledge-refresh",
         "knowledge-delete",
+        "mcp-server",
+        "mcp-server-refresh",
+        "mcp-server-delete",
     }
     endpoint = WebhookEndpoint.objects.get(pk=alices_things["endpoint_id"])
     assert endpoint.enabled and endpoint.previous_secret_ciphertext is None
@@ -1064,6 +1070,7 @@ def test_another_organizations_objects_are_a_404_on_every_page_and_htmx_endpoint
     assert Secret.objects.filter(project=alice.project).count() == before["secrets"]
     assert KnowledgeSource.objects.get(pk=alices_things["source_id"]).content == "# Returns\n\n30 days."
     assert Run.objects.get(pk=alices_things["run_id"]).status == "requires_action"
+    assert list(McpServer.objects.values_list("name", "url")) == before["servers"]
     # Lists show none of alice's things.
     for path in (
         "/agents/",
@@ -1078,3 +1085,4 @@ def test_another_organizations_objects_are_a_404_on_every_page_and_htmx_endpoint
     ):
         body = client.get(path).content.decode()
         assert "Alice" not in body and "alice@example.com" not in body and "<code>ORDERS_TOKEN</code>" not in body, path
+        assert "mcp.alice.example" not in body, path
