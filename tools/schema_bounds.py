@@ -280,3 +280,44 @@ def tenant_schema_problem(schema: Any, *, at: str = "$") -> SchemaProblem | None
 
 def _under(problem: SchemaProblem, at: str) -> SchemaProblem:
     return replace(problem, path=at + problem.path[1:])
+
+
+# --- an MCP server's input schema in an earlier dialect ---------------------------------------------------------
+# MCP input schemas are JSON Schema 2020-12 unless they say otherwise, and many say draft-07: the official TypeScript
+# SDK converts its zod schemas with a draft-07 `$schema`. Within the keywords the bounds allow, draft-07 reads the
+# same as 2020-12 but for an array `items` (2020-12's `prefixItems`, with `additionalItems` becoming `items`), so such
+# a schema is read as 2020-12 before the bounds judge it. Anything else stands as written, and the bounds decide.
+
+EARLIER_DIALECTS = frozenset(
+    {"http://json-schema.org/draft-07/schema", "https://json-schema.org/draft-07/schema",
+     "http://json-schema.org/draft-06/schema", "https://json-schema.org/draft-06/schema"}
+)  # fmt: skip
+_CONVERT_DEPTH = 64  # deeper than the bounds allow anyway: left as it is, for them to refuse
+
+
+def _as_2020_12(node: Any, depth: int) -> Any:
+    if not isinstance(node, dict) or depth > _CONVERT_DEPTH:
+        return node
+    out = dict(node)
+    if isinstance(out.get("items"), list):
+        out["prefixItems"] = out.pop("items")
+        if "additionalItems" in out:
+            out["items"] = out.pop("additionalItems")
+    for keyword, value in out.items():
+        if keyword in _ONE_SCHEMA:
+            out[keyword] = _as_2020_12(value, depth + 1)
+        elif keyword in _SCHEMA_LIST and isinstance(value, list):
+            out[keyword] = [_as_2020_12(item, depth + 1) for item in value]
+        elif (keyword in _SCHEMA_MAP or keyword in _DEFINITIONS) and isinstance(value, dict):
+            out[keyword] = {name: _as_2020_12(item, depth + 1) for name, item in value.items()}
+    return out
+
+
+def as_2020_12(schema: Any) -> Any:
+    """`schema` read as JSON Schema 2020-12 when it declares draft-07 or draft-06 (its `$schema` dropped, array
+    `items` as `prefixItems`); as it is otherwise."""
+    if not isinstance(schema, dict) or str(schema.get("$schema", "")).rstrip("#") not in EARLIER_DIALECTS:
+        return schema
+    converted = _as_2020_12(schema, 0)
+    converted.pop("$schema", None)
+    return converted

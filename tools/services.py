@@ -20,6 +20,7 @@ from tools import mcp_client
 from tools.http_call import HttpCallOutcome, http_tool_call
 from tools.mcp_call import mcp_server
 from tools.models import HttpTool, McpServer
+from tools.schema_bounds import as_2020_12
 from tools.templating import EndUserIdentity, TemplateError, render_preview
 from tools.validation import mcp_tool_problem, validate_http_tool, validate_mcp_server
 
@@ -207,7 +208,7 @@ def _mcp_listed(project: Project, *, name: str, url: str, headers: dict[str, str
             "input_schema": listed["input_schema"],
         }
         try:  # its text reaches the model as the tool's parameters: a secret the server echoed there is masked
-            tool["input_schema"] = mask_secrets_in_json(listed["input_schema"], secrets)
+            tool["input_schema"] = mask_secrets_in_json(as_2020_12(listed["input_schema"]), secrets)
         except ValueError:
             tool["input_schema"] = {}
             reason: str | None = "The input schema can't be read (nested too deeply)."

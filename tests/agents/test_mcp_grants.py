@@ -160,3 +160,28 @@ def test_a_version_diff_names_mcp_grants_as_the_model_sees_them():
         ("$.config.tools.mcp[crm__lookup].rules", "changed"),
         ("$.config.tools.mcp[billing__lookup]", "added"),
     }
+
+
+def test_a_draft_07_input_schema_is_read_as_2020_12_and_granted(api, shop, upstream):
+    """What the official TypeScript SDK lists (zod converted with a draft-07 `$schema`, a tuple as an array
+    `items`): grantable, and arguments are checked by its meaning."""
+    draft_07 = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {
+            "order": {"type": "string", "minLength": 1},
+            "window": {"type": "array", "items": [{"type": "string"}, {"type": "integer"}], "additionalItems": False},
+        },
+        "required": ["order"],
+        "additionalProperties": False,
+    }
+    upstream.mcp.servers["shop"].tools = [listed("order_status", draft_07)]
+    [tool] = api.post(f"/v1/mcp_servers/{shop['id']}/refresh").json()["tools"]
+    assert tool["grantable"] is True, tool["reason"]
+    assert "$schema" not in tool["input_schema"]
+    assert tool["input_schema"]["properties"]["window"] == {
+        "type": "array",
+        "prefixItems": [{"type": "string"}, {"type": "integer"}],
+        "items": False,
+    }
+    assert create_agent(api, {"mcp": [{"server": "shop", "tool": "order_status"}]}).status_code == 201
