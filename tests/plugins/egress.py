@@ -29,6 +29,7 @@ CERT_NAMES = (
     "other.test",
     "rebind.test",
     "wire.test",  # tests/kagent/egress/test_wire.py: a raw server of its own
+    "sdk.test",  # tests/tools/test_mcp_sdk.py: an MCP server of the official SDK
     "internal.test",
     "xn--bcher-kva.test",  # bücher.test: an internationalised name, in its ASCII (punycode) form
     "localhost",
