@@ -12,11 +12,16 @@ from django.conf import settings
 from kagent.errors import Unprocessable
 from kagent.merge_patch import merge_patch
 from kagent.validation import make_validator, schema_errors
-from tools.builtins import BUILTIN_NAMES
+from tools.builtins import BUILTIN_NAMES, Effect
+from tools.builtins import get as builtin_get
 from tools.schema_bounds import SCHEMA_TOO_COMPLEX, tenant_schema_problem
 from tools.validation import MCP_TOOL_SEPARATOR, MODEL_TOOL_NAME_RE, TOOL_NAME_RULES, mcp_tool_name
 
 RULES_MAX = 4000
+# SPEC §5 "Approvals": an action's grant may ask a person first; the wait ends after this many minutes (per agent).
+APPROVAL: dict[str, Any] = {"enum": ["ask", "never"]}
+APPROVAL_EXPIRES_DEFAULT = 30
+APPROVAL_EXPIRES_MAX = 24 * 60
 SECRET_NAME_PATTERN = r"^[A-Z][A-Z0-9_]{0,63}(?!\n)$"
 
 AGENT_CONFIG_SCHEMA: dict[str, Any] = {
@@ -55,6 +60,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                 "enabled": {"type": "boolean"},
                 "max_tool_rounds": {"type": "integer", "minimum": 1, "maximum": 5},
                 "allow_anonymous_actions": {"type": "boolean"},
+                "approval_expires_minutes": {"type": "integer", "minimum": 1, "maximum": APPROVAL_EXPIRES_MAX},
                 "builtin": {
                     "type": "object",
                     "propertyNames": {"enum": sorted(BUILTIN_NAMES)},
@@ -64,6 +70,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                         "properties": {
                             "enabled": {"type": "boolean"},
                             "rules": {"type": "string", "maxLength": RULES_MAX},
+                            "approval": APPROVAL,
                         },
                     },
                 },
@@ -79,6 +86,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                             "tool": {"type": "string", "pattern": r"^[a-z][a-z0-9_]{0,29}(?!\n)$"},
                             "enabled": {"type": "boolean"},
                             "rules": {"type": "string", "maxLength": RULES_MAX},
+                            "approval": APPROVAL,
                         },
                     },
                 },
@@ -98,6 +106,7 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                             "effect": {"enum": ["read", "action"]},
                             "requires_verified_user": {"type": "boolean"},
                             "rules": {"type": "string", "maxLength": RULES_MAX},
+                            "approval": APPROVAL,
                         },
                     },
                 },
@@ -162,6 +171,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "enabled": True,
         "max_tool_rounds": 3,
         "allow_anonymous_actions": False,
+        "approval_expires_minutes": APPROVAL_EXPIRES_DEFAULT,
         "builtin": {},
         "http": [],
         "mcp": [],
@@ -202,6 +212,18 @@ def operator_model_refusal(model: dict[str, Any]) -> str | None:
     )
 
 
+def _check_approvals(tools: dict[str, Any]) -> None:
+    """`approval: ask` is for actions: a read or an escalation never waits for a person. (An HTTP tool's effect is
+    its definition's: on a read tool the setting has no effect.)"""
+    for name, grant in tools["builtin"].items():
+        tool = builtin_get(name)
+        if grant.get("approval") == "ask" and tool is not None and tool.effect != Effect.ACTION:
+            raise _invalid(f"$.tools.builtin.{name}.approval", f"{name} is not an action: it never waits for approval")
+    for index, grant in enumerate(tools["mcp"]):
+        if grant.get("approval") == "ask" and grant["effect"] != Effect.ACTION:
+            raise _invalid(f"$.tools.mcp[{index}].approval", "only an action (effect: action) can wait for approval")
+
+
 def validate_config(config: Any) -> dict[str, Any]:
     """Validates a whole draft config and returns it with defaults filled in. Raises Unprocessable."""
     if not isinstance(config, dict):
@@ -236,6 +258,7 @@ def validate_config(config: Any) -> dict[str, Any]:
         grant.setdefault("effect", "action")  # the business's declaration; MCP annotations are not trusted
         grant.setdefault("requires_verified_user", False)
         grant.setdefault("rules", "")
+    _check_approvals(tools)
 
     seen: dict[str, str] = {}
     for index, grant in enumerate(tools["http"]):

@@ -23,6 +23,8 @@ EVENT_TYPES: tuple[str, ...] = (
     "conversation.flagged",
     "session.message.created",
     "session.updated",
+    "approval.requested",
+    "approval.decided",
 )
 
 

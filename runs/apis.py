@@ -34,7 +34,7 @@ from kagent.errors import OUTAGES, ApiError, Unprocessable
 from kagent.inputs import Input
 from kagent.models import ApiKey
 from kagent.openapi import empty_is_unset, list_of
-from runs import selectors, services, streams
+from runs import approvals, selectors, services, streams
 from runs.identity import EndUserClaim
 from runs.models import Run, RunStep, ToolCall
 from runs.resources import MESSAGE, MODEL_STEP, RUN, RUN_STEP, SESSION, TOOL_CALL_STEP, for_browser
@@ -702,7 +702,75 @@ class RunSubmitToolOutputsApi(ProjectApi):
             services.ToolOutput(item["call_id"], item.get("output"), bool(item.get("is_error")))
             for item in body.tool_outputs
         ]
-        return Response(RUN.render(services.run_submit_tool_outputs(run=run, tool_outputs=outputs)))
+        return Response(_deliver(services.run_submit_tool_outputs(run=run, tool_outputs=outputs), self.api_key))
+
+
+@dataclass(frozen=True)
+class ApproveToolCalls:
+    decisions: list[dict[str, Any]]
+
+
+APPROVE_TOOL_CALLS = Input(
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["decisions"],
+        "properties": {
+            "decisions": {
+                "type": "array",
+                "maxItems": 100,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["call_id", "decision"],
+                    "properties": {
+                        "call_id": {"type": "string", "maxLength": 100},
+                        "decision": {"enum": list(approvals.DECISIONS)},
+                        "scope": {"enum": list(approvals.SCOPES), "default": "once"},
+                        "note": {"type": "string", "maxLength": approvals.NOTE_MAX},
+                    },
+                },
+                "description": "one decision for every call waiting for approval",
+                "x-message": 'decisions is a list of {"call_id", "decision", "scope", "note"}.',
+                "x-messages": {
+                    "items": 'each decision is {"call_id", "decision": "approve" | "deny", "scope", "note"}.',
+                    "items/properties/call_id": "call_id is the string id of a call waiting for approval.",
+                    "items/properties/decision": 'decision is "approve" or "deny".',
+                    "items/properties/scope": 'scope is "once" (this call) or "session" (this tool, for the rest '
+                    "of the conversation).",
+                    "items/properties/note": f"note is text of at most {approvals.NOTE_MAX} characters.",
+                },
+            },
+        },
+    },
+    ApproveToolCalls,
+)
+
+
+class RunApproveToolCallsApi(ProjectApi):
+    # A person of the business decides, never the customer: the secret key (or the dashboard), not a publishable key.
+
+    @extend_schema(
+        operation_id="runs_approve_tool_calls",
+        request=APPROVE_TOOL_CALLS.body,
+        responses={200: RUN.ref},
+        description="Answers a run waiting with required_action.type approve_tool_calls: every waiting call in one "
+        "request (422 decisions_incomplete, unknown_call_id), only while it waits (409 run_not_awaiting_approval). "
+        "Approved calls run (checked by the policy again), denied ones answer the model approval_denied.",
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        body = APPROVE_TOOL_CALLS.parse(request.data)
+        run = selectors.run_get(project=self.project, run_id=run_id, key=self.api_key, end_user_token=None)
+        decisions = [
+            approvals.ApprovalDecision(
+                item["call_id"], item["decision"], item.get("scope", "once"), item.get("note", "").strip()
+            )
+            for item in body.decisions
+        ]
+        decided_by = approvals.DecidedBy("api_key", self.api_key.pk, self.api_key.name)
+        return Response(
+            RUN.render(approvals.run_approve_tool_calls(run=run, decisions=decisions, decided_by=decided_by))
+        )
 
 
 class RunCancelApi(ProjectApi):

@@ -14,13 +14,14 @@ import json
 import logging
 import re
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from agents.config import APPROVAL_EXPIRES_DEFAULT
 from agents.models import Agent
 from agents.selectors import searchable_sources
 from desk import selectors as desk_selectors
@@ -28,6 +29,7 @@ from kagent.errors import OUTAGES
 from kagent.models import SigningSecret
 from kagent.secrets import secret_resolve, signing_secrets_for_calls
 from runs import providers, run_events, store, transitions, truth
+from runs.approvals import APPROVE_TOOL_CALLS, approval_event, session_approved_tools
 from runs.builtins import builtin_execute
 from runs.lease import KEEPER, lease, release_connection
 from runs.limits import SHARED_BUCKET_PREFIXES, bucket_held
@@ -52,7 +54,14 @@ MAX_CLAIMS = 5
 # A run's time in one worker. Kept here, not by Celery: its thread pool (the worker's, docker-compose.yml) ignores task
 # time limits. Each model call and tool exchange has its own deadline; this bounds their sum.
 RUN_TIME_LIMIT_S = 870.0
-OPEN_CALLS = (ToolCall.Status.PENDING, ToolCall.Status.AWAITING_OUTPUT, ToolCall.Status.RUNNING)
+OPEN_CALLS = (
+    ToolCall.Status.PENDING,
+    ToolCall.Status.AWAITING_OUTPUT,
+    ToolCall.Status.AWAITING_APPROVAL,
+    ToolCall.Status.RUNNING,
+)
+# Calls a round leaves for someone else: the app's output, a person's decision.
+WAITING_CALLS = (ToolCall.Status.AWAITING_OUTPUT, ToolCall.Status.AWAITING_APPROVAL)
 FINAL_CALLS = (ToolCall.Status.SUCCEEDED, ToolCall.Status.FAILED, ToolCall.Status.REFUSED, ToolCall.Status.CANCELLED)
 FAILURE_BANNER = "[TOOL FAILED] Nothing changed. Fix the cause and retry, or tell the customer plainly that it failed."
 SIMULATED = {"ok": True, "simulated": True}
@@ -130,6 +139,7 @@ class Engine:
         self.fresh = True  # the lease was just set (by the claim, or by the last fenced write)
         self.unsent: set[str] = set()  # calls this worker recorded as running and hasn't sent yet
         self._live_agent: Agent | None = None
+        self._session_approved: frozenset[str] | None = None  # tools approved for the rest of the session
         self.deadline = time.monotonic() + RUN_TIME_LIMIT_S
         # The answer shown as it is written (run.output.delta): a run made to be followed (a stream, a wait) is
         # followed from its claim on.
@@ -349,7 +359,7 @@ class Engine:
         calls = [c for c in self.calls if c.round == round_number]
         requests = dict(enumerate(self.transcript[-1].tool_calls))
         for call in calls:
-            if call.status in FINAL_CALLS or call.status == ToolCall.Status.AWAITING_OUTPUT:
+            if call.status in FINAL_CALLS or call.status in WAITING_CALLS:
                 continue
             if call.status == ToolCall.Status.RUNNING:
                 spec = next((s for s in self.tool_set if s.name == call.name), None)
@@ -365,6 +375,11 @@ class Engine:
 
         if self.cancelled:
             self._finish_cancelled()
+            return False
+        # A person's decisions first: the app's outputs are asked for once every approval is answered.
+        approvals = [c for c in calls if c.status == ToolCall.Status.AWAITING_APPROVAL]
+        if approvals:
+            self._pause_for_approval(approvals)
             return False
         awaiting = [c for c in calls if c.status == ToolCall.Status.AWAITING_OUTPUT]
         if awaiting:
@@ -476,6 +491,9 @@ class Engine:
             call.status, call.result, call.finished_at = ToolCall.Status.REFUSED, decision.model_result(), now
             return True
         assert spec is not None  # an allowed call is always of a tool in the tool set
+        if spec.approval and not self._approved(call):
+            call.status = ToolCall.Status.AWAITING_APPROVAL  # nothing runs before a person decides
+            return True
         if self.run.sandbox and spec.effect == "action" and not self.run.run_real_actions:
             # Test panel: action tools answer as if they ran and send nothing (seed, "In the test panel").
             call.status, call.result, call.finished_at = ToolCall.Status.SUCCEEDED, dict(SIMULATED), now
@@ -554,7 +572,7 @@ class Engine:
                 simulated=call.simulated,
                 **self._decision_fields(call),
             )
-            if call.status != ToolCall.Status.AWAITING_OUTPUT:  # its event comes with the app's output
+            if call.status not in WAITING_CALLS:  # its event comes with the app's output, or the decision
                 run_events.record(self.run.pk, RunEvent.Type.STEP_CREATED, ref=call.pk)
 
     def _mark_running(self, call: ToolCall) -> bool:
@@ -709,14 +727,38 @@ class Engine:
             raise RunStopped
         self._finish_cancelled()
 
+    def _approved(self, call: ToolCall) -> bool:
+        """A person approved this call (`once`), or this tool for the rest of the session (`session`)."""
+        if isinstance(call.approval, dict) and call.approval.get("decision") == "approve":
+            return True
+        if self.run.session_id is None:
+            return False
+        if self._session_approved is None:
+            self._session_approved = session_approved_tools(self.run.session_id)
+        return call.name in self._session_approved
+
+    def _pause_for_approval(self, waiting: list[ToolCall]) -> None:
+        """Waits for a person's decision on each call (approve_tool_calls), for the agent's approval_expires_minutes;
+        `approval.requested` for each, in the same transaction."""
+        minutes = int(self.tools_config.get("approval_expires_minutes") or APPROVAL_EXPIRES_DEFAULT)
+        expires = timezone.now() + timedelta(minutes=minutes)
+        with transaction.atomic():
+            if self._pause_for(APPROVE_TOOL_CALLS, waiting, expires) and not self.run.sandbox:
+                for call in waiting:
+                    approval_event(self.run, call, "approval.requested", expires_at=int(expires.timestamp()))
+
     def _pause(self, awaiting: list[ToolCall]) -> None:
-        expires = timezone.now() + TOOL_OUTPUTS_TTL
+        self._pause_for("submit_tool_outputs", awaiting, timezone.now() + TOOL_OUTPUTS_TTL)
+
+    def _pause_for(self, kind: str, calls: list[ToolCall], expires: datetime) -> bool:
+        """`requires_action` of `kind` for `calls` until `expires`, written while this worker holds the run; False
+        when it no longer does (ended as cancelled, or someone else's now)."""
         required = {
-            "type": "submit_tool_outputs",
+            "type": kind,
             "expires_at": int(expires.timestamp()),
-            "tool_calls": [{"call_id": c.pk, "name": c.name, "arguments": c.arguments or {}} for c in awaiting],
+            "tool_calls": [{"call_id": c.pk, "name": c.name, "arguments": c.arguments or {}} for c in calls],
         }
-        if not transitions.transition(
+        if transitions.transition(
             self.run.pk,
             transitions.PAUSE,
             held_by=self.claim,
@@ -727,7 +769,9 @@ class Engine:
             transcript=self._transcript_json(),
             usage=self.run.usage,
         ):
-            self._stopped_before_finishing()
+            return True
+        self._stopped_before_finishing()
+        return False
 
     def _finish_cancelled(self) -> None:
         self._end(transitions.STOP)

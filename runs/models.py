@@ -204,6 +204,7 @@ class ToolCall(models.Model):
         REFUSED = "refused"  # the policy check said no; nothing ran
         RUNNING = "running"  # may have reached the upstream: on recovery it is retried with the same id
         AWAITING_OUTPUT = "awaiting_output"  # a client tool call, waiting for submit_tool_outputs
+        AWAITING_APPROVAL = "awaiting_approval"  # allowed, waiting for a person's approve_tool_calls; nothing sent
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         CANCELLED = "cancelled"
@@ -228,6 +229,9 @@ class ToolCall(models.Model):
     result = models.JSONField(null=True, blank=True)  # exactly what the model was shown
     upstream = models.JSONField(null=True, blank=True)  # status, body excerpt (secrets masked), timings
     simulated = models.BooleanField(default=False)
+    # A person's decision on a call that waited for approval: {decision: approve | deny | expired, scope: once |
+    # session, note, decided_by: {type: api_key | member, id, name}, decided_at}. Null: it needed none.
+    approval = models.JSONField(null=True, blank=True)
     attempts = models.IntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)

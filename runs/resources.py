@@ -69,10 +69,12 @@ RUN: Resource[Run] = Resource(
         "required_action": Field(
             {
                 "type": ["object", "null"],
-                "description": "on `requires_action` only",
-                "required": ["type", "expires_at", "tool_calls"],
+                "description": "on `requires_action` only: the app's outputs for client tools "
+                "(`submit_tool_outputs`), or a person's decision on actions (`approve_tool_calls`; a publishable key "
+                "sees only that the run waits, and until when)",
+                "required": ["type", "expires_at"],
                 "properties": {
-                    "type": {"const": "submit_tool_outputs"},
+                    "type": {"enum": ["submit_tool_outputs", "approve_tool_calls"]},
                     "expires_at": {"type": "integer", "description": "Unix seconds"},
                     "tool_calls": {
                         "type": "array",
@@ -199,6 +201,7 @@ def _tool_call_detail(call: ToolCall) -> dict[str, Any]:
         "policy": {"decision": call.policy_decision or None, "code": call.policy_code or None},
         "status": call.status,
         "simulated": call.simulated,
+        "approval": call.approval,
         "attempts": call.attempts,
         "shown_to_model": call.result,
         # Steps written before the address left them still hold it: never shown (it is in the egress log).
@@ -263,6 +266,11 @@ TOOL_CALL_STEP: Resource[ToolCall] = Resource(
                     },
                     "status": {"enum": [s.value for s in ToolCall.Status]},
                     "simulated": {"type": "boolean"},
+                    "approval": {
+                        "type": ["object", "null"],
+                        "description": "a person's decision on a call that waited for approval: decision (approve "
+                        "| deny | expired), scope, note, decided_by, decided_at",
+                    },
                     "attempts": {"type": "integer"},
                     "shown_to_model": _NULLABLE_OBJECT,
                     "upstream": _NULLABLE_OBJECT,
@@ -286,7 +294,11 @@ BROWSER_ERROR_MESSAGES = {
 
 
 def for_browser(rendered: dict[str, Any]) -> dict[str, Any]:
-    """A rendered run as a publishable key is shown it: `last_error.message` in neutral words."""
+    """A rendered run as a publishable key is shown it: `last_error.message` in neutral words; of a wait for a
+    person's approval only that it waits and until when (the customer doesn't see, or approve, the business's call)."""
+    action = rendered.get("required_action")
+    if isinstance(action, dict) and action.get("type") == "approve_tool_calls":
+        rendered["required_action"] = {"type": action["type"], "expires_at": action.get("expires_at")}
     error = rendered.get("last_error")
     if isinstance(error, dict):
         code = str(error.get("code"))

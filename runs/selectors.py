@@ -213,3 +213,32 @@ def activity_by_day(*, project: Project, days: int, today: date) -> list[DayActi
             )
         )
     return out
+
+
+@dataclass(frozen=True)
+class WaitingApproval:
+    """A run waiting for a person's decision, with the calls it waits on (SPEC §5 "Approvals")."""
+
+    run: Run
+    calls: list[ToolCall]
+
+
+def approvals_waiting(*, project: Project, include_tests: bool = False, limit: int = 100) -> list[WaitingApproval]:
+    """Runs waiting for approval, the one waiting longest first (test-panel runs only when asked for)."""
+    calls = (
+        ToolCall.objects.filter(
+            project=project, status=ToolCall.Status.AWAITING_APPROVAL, run__status=Run.Status.REQUIRES_ACTION
+        )
+        .select_related("run", "run__end_user", "run__agent", "run__session")
+        .order_by("created_at", "run_id", "index")
+    )
+    if not include_tests:
+        calls = calls.filter(run__sandbox=False)
+    runs: dict[str, WaitingApproval] = {}
+    for call in calls[: limit * 4]:
+        if call.run_id not in runs:
+            if len(runs) == limit:
+                break
+            runs[call.run_id] = WaitingApproval(call.run, [])
+        runs[call.run_id].calls.append(call)
+    return list(runs.values())

@@ -21,6 +21,7 @@ from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
 from kagent.models import ApiKey, Project
 from runs import run_events, session_events, transitions, truth
 from runs import store as run_store
+from runs.approvals import APPROVE_TOOL_CALLS, expire_approvals_if_due
 from runs.engine import client_output_shown
 from runs.identity import EndUserClaim, Identity, identity_resolve
 from runs.llm import Message
@@ -493,7 +494,8 @@ def _close_open_calls(run_id: str, now: Any) -> None:
     """The calls a paused or queued run still had open, cancelled with the run, each with its step event (before
     the run's own last event: a stream ends there)."""
     open_calls = ToolCall.objects.filter(
-        run_id=run_id, status__in=[ToolCall.Status.PENDING, ToolCall.Status.AWAITING_OUTPUT]
+        run_id=run_id,
+        status__in=[ToolCall.Status.PENDING, ToolCall.Status.AWAITING_OUTPUT, ToolCall.Status.AWAITING_APPROVAL],
     )
     closed = list(open_calls.order_by("created_at", "pk").values_list("pk", flat=True))
     open_calls.update(status=ToolCall.Status.CANCELLED, finished_at=now)
@@ -546,6 +548,11 @@ def run_submit_tool_outputs(*, run: Run, tool_outputs: list[ToolOutput]) -> Run:
         locked = Run.objects.select_for_update().get(pk=run.pk)
         if locked.status != Run.Status.REQUIRES_ACTION:
             raise Conflict("run_not_awaiting_outputs", f"This run is {locked.status}, not waiting for tool outputs.")
+        if (locked.required_action or {}).get("type") == APPROVE_TOOL_CALLS:
+            raise Conflict(
+                "run_not_awaiting_outputs",
+                "This run waits for a person to approve tool calls (approve_tool_calls), not for tool outputs.",
+            )
         open_calls = {
             call.pk: call for call in ToolCall.objects.filter(run=locked, status=ToolCall.Status.AWAITING_OUTPUT)
         }
@@ -588,13 +595,16 @@ def run_submit_tool_outputs(*, run: Run, tool_outputs: list[ToolOutput]) -> Run:
 
 
 def run_expire_if_due(*, run: Run) -> bool:
-    """A paused run whose outputs didn't come within 10 minutes fails with tool_outputs_expired."""
+    """A paused run whose outputs didn't come within 10 minutes fails with tool_outputs_expired. One that waited for
+    approval past its time goes on without the calls nobody approved (runs/approvals.py)."""
+    if expire_approvals_if_due(run=run):
+        return True
     now = timezone.now()
     with transaction.atomic():
         expired = transitions.transition(
             run.pk,
             transitions.EXPIRE,
-            where={"expires_at__lte": now},
+            where={"expires_at__lte": now, "required_action__type": "submit_tool_outputs"},
             last_error={"code": "tool_outputs_expired", "message": "No tool outputs arrived within 10 minutes."},
             completed_at=now,
             required_action=None,

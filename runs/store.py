@@ -254,6 +254,7 @@ _TOOL_CALL_COLUMNS = (
     ("result", "jsonb"),
     ("upstream", "jsonb"),
     ("simulated", "boolean"),
+    ("approval", "jsonb"),
     ("attempts", "integer"),
     ("created_at", "timestamptz"),
     ("started_at", "timestamptz"),

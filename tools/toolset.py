@@ -43,6 +43,7 @@ class ToolSpec:
     requires_verified_user: bool = False
     version: str | None = None  # built-ins: the version of their model-facing text
     definition: dict[str, Any] | None = None  # HTTP and MCP tools: the definition to call (as published)
+    approval: bool = False  # an action whose grant says `approval: ask`: a person decides before it runs
 
     @property
     def builtin(self) -> builtins.BuiltinTool | None:
@@ -61,6 +62,8 @@ class ToolSpec:
         )
         if self.definition is not None:
             data["definition"] = self.definition
+        if self.approval:
+            data["approval"] = "ask"
         return data
 
     @classmethod
@@ -74,6 +77,7 @@ class ToolSpec:
             requires_verified_user=bool(data.get("requires_verified_user")),
             version=data.get("version"),
             definition=data.get("definition"),
+            approval=data.get("approval") == "ask",
         )
 
 
@@ -108,6 +112,11 @@ def actions_gated(config: dict[str, Any], facts: ToolSetFacts) -> str | None:
     return None
 
 
+def _asks(grant: Mapping[str, Any], effect: Effect) -> bool:
+    """Whether a call of this grant waits for a person's approval: an action whose grant says so."""
+    return effect == Effect.ACTION and grant.get("approval") == "ask"
+
+
 def _builtin_specs(tools_config: dict[str, Any], facts: ToolSetFacts, gated: str | None) -> list[ToolSpec]:
     specs = []
     for tool in builtins.all_builtins():
@@ -128,6 +137,7 @@ def _builtin_specs(tools_config: dict[str, Any], facts: ToolSetFacts, gated: str
                 version=tool.version,
                 description=builtins.model_description(tool, grant.get("rules")),
                 parameters=tool.parameters,
+                approval=_asks(grant, tool.effect),
             )
         )
     return specs
@@ -154,6 +164,7 @@ def _http_specs(
                 parameters=definition["config"].get("parameters") or dict(EMPTY_PARAMETERS),
                 requires_verified_user=bool(definition.get("requires_verified_user")),
                 definition=definition,
+                approval=_asks(grant, Effect(definition["effect"])),
             )
         )
     return specs
@@ -185,6 +196,7 @@ def _mcp_specs(tools_config: dict[str, Any], mcp_tools: dict[str, dict[str, Any]
                 parameters=definition["input_schema"],
                 requires_verified_user=bool(grant.get("requires_verified_user")),
                 definition=definition,
+                approval=_asks(grant, effect),
             )
         )
     return specs

@@ -302,6 +302,17 @@ KINDS: dict[str, tuple[str, Probe]] = {
             Call("POST", f"/v1/runs/{r.paused_run}/submit_tool_outputs", {"tool_outputs": []}),
         ],
     ),
+    "runs_approve_tool_calls": (
+        "object",
+        lambda r, b: [
+            Call(
+                "POST",
+                f"/v1/runs/{r.paused_run}/approve_tool_calls",
+                {"decisions": [{"call_id": r.call_id, "decision": "approve"}]},
+            ),
+            Call("POST", f"/v1/runs/{r.done_run}/approve_tool_calls", {"decisions": []}),
+        ],
+    ),
     "runs_cancel": (
         "object",
         lambda r, b: [Call("POST", f"/v1/runs/{run}/cancel") for run in (r.paused_run, r.done_run)],

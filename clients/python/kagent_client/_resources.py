@@ -542,6 +542,12 @@ class Runs(Resource[O, L, I]):
         body = given(tool_outputs=[dict(output) for output in tool_outputs], end_user_token=end_user_token or NOT_GIVEN)
         return self._obj("POST", "/v1/runs/{run_id}/submit_tool_outputs", body, path_params={"run_id": run_id})
 
+    def approve_tool_calls(self, run_id: str, *, decisions: Sequence[Mapping[str, Json]]) -> O:
+        """A person's decision on every call a run waits for approval on (secret keys only):
+        `[{"call_id", "decision": "approve" | "deny", "scope": "once" | "session", "note"}]`."""
+        body = {"decisions": [dict(decision) for decision in decisions]}
+        return self._obj("POST", "/v1/runs/{run_id}/approve_tool_calls", body, path_params={"run_id": run_id})
+
     def cancel(self, run_id: str, *, end_user_token: str | None = None) -> O:
         return self._obj(
             "POST",
