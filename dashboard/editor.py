@@ -15,6 +15,7 @@ from typing import Any
 
 from django.http import QueryDict
 
+from agents.config import APPROVAL_EXPIRES_DEFAULT
 from dashboard.problems import Problems
 from dashboard.tool_form import number_or_text
 from tools.builtins import BuiltinTool, all_builtins
@@ -46,6 +47,24 @@ def _text(post: Mapping[str, str], key: str) -> str:
     return str(post.get(key, "")).replace("\r\n", "\n")
 
 
+def _whole_number(typed: str) -> Any:
+    """A whole number (a negative one too, refused by the config's own check with its range); else as typed."""
+    number = number_or_text(typed.removeprefix("-"))
+    if isinstance(number, int):
+        return -number if typed.startswith("-") else number
+    return typed
+
+
+def _approval_entry(approval: str, old_grant: Mapping[str, Any] | None) -> dict[str, str]:
+    """`approval` for a grant's config: said when it asks, or when the draft said it before (a grant saved unchanged
+    stays as it was)."""
+    return {"approval": approval} if approval == "ask" or (old_grant and "approval" in old_grant) else {}
+
+
+def _approval(post: QueryDict, path: str) -> str:
+    return "ask" if post.get(f"{path}.approval") == "ask" else "never"
+
+
 def _rows(post: QueryDict, *keys: str) -> list[list[str]]:
     """Rows of repeated fields (`key` once per row), as typed."""
     columns = [[value.replace("\r\n", "\n") for value in post.getlist(key)] for key in keys]
@@ -59,6 +78,7 @@ class BuiltinGrant:
     enabled: bool
     rules: str
     starter_text: str = ""
+    approval: str = "never"  # "ask": a person approves each call first (actions only)
 
     @property
     def path(self) -> str:
@@ -77,6 +97,7 @@ class HttpGrant:
     exists: bool
     used: bool
     rules: str
+    approval: str = "never"
 
     @property
     def path(self) -> str:
@@ -98,6 +119,7 @@ class McpGrant:
     requires_verified_user: bool
     rules: str
     in_draft: bool = False  # the draft grants it (switched on or off)
+    approval: str = "never"
 
     @property
     def name(self) -> str:
@@ -155,6 +177,7 @@ class EditorValues:
     variables: list[tuple[str, str]]
     tools_enabled: bool
     max_tool_rounds: str
+    approval_expires_minutes: str
     allow_anonymous_actions: bool
     builtins: list[BuiltinGrant]
     http: list[HttpGrant]
@@ -172,10 +195,12 @@ class EditorValues:
         paths = ["$.name", "$.description", "$.instructions", "$.variables", "$.tools.builtin", "$.tools.http"]
         paths += [f"$.model.{key}" for key in MODEL_FIELDS]
         paths += ["$.tools.enabled", "$.tools.max_tool_rounds", "$.tools.allow_anonymous_actions"]
+        paths += ["$.tools.approval_expires_minutes"]
         paths += [f"{grant.path}.rules" for grant in self.builtins] + [f"{g.path}.enabled" for g in self.builtins]
+        paths += [f"{grant.path}.approval" for grant in self.builtins]
         paths += [f"{grant.path}.rules" for grant in self.http]
         paths += ["$.tools.mcp"] + [
-            f"{grant.path}{key}" for grant in self.mcp_grants for key in ("", ".rules", ".effect")
+            f"{grant.path}{key}" for grant in self.mcp_grants for key in ("", ".rules", ".effect", ".approval")
         ]
         paths += ["$.tools.client"] + [
             f"$.tools.client[{i}].{key}"
@@ -228,12 +253,21 @@ def _http_grants(config_tools: Mapping[str, Any], tools: Sequence[HttpTool]) -> 
             exists=True,
             used=bool(grants.get(tool.name, {}).get("enabled", False)),
             rules=str(grants.get(tool.name, {}).get("rules", "")),
+            approval=str(grants.get(tool.name, {}).get("approval", "never")),
         )
         for tool in tools
     ]
     known = {tool.name for tool in tools}
     out += [
-        HttpGrant(name, "", "", False, bool(grant.get("enabled", True)), str(grant.get("rules", "")))
+        HttpGrant(
+            name,
+            "",
+            "",
+            False,
+            bool(grant.get("enabled", True)),
+            str(grant.get("rules", "")),
+            str(grant.get("approval", "never")),
+        )
         for name, grant in grants.items()
         if name not in known
     ]
@@ -259,6 +293,7 @@ def _mcp_grants(config_tools: Mapping[str, Any], servers: Sequence[McpServer]) -
             effect=str(grant.get("effect", "action")),
             requires_verified_user=bool(grant.get("requires_verified_user", False)),
             rules=str(grant.get("rules", "")),
+            approval=str(grant.get("approval", "never")),
             **listing,
         )
 
@@ -308,6 +343,7 @@ def values_from_config(
         variables=list((config.get("variables") or {}).items()),
         tools_enabled=bool(tools_config.get("enabled", True)),
         max_tool_rounds=str(tools_config.get("max_tool_rounds", 3)),
+        approval_expires_minutes=str(tools_config.get("approval_expires_minutes", APPROVAL_EXPIRES_DEFAULT)),
         allow_anonymous_actions=bool(tools_config.get("allow_anonymous_actions", False)),
         builtins=[
             BuiltinGrant(
@@ -315,6 +351,7 @@ def values_from_config(
                 enabled=bool(builtin_config.get(tool.name, {}).get("enabled", tool.default_enabled)),
                 rules=str(builtin_config.get(tool.name, {}).get("rules", "")),
                 starter_text=_starter_text(tool),
+                approval=str(builtin_config.get(tool.name, {}).get("approval", "never")),
             )
             for tool in all_builtins()
         ],
@@ -348,6 +385,7 @@ def _posted_mcp(post: QueryDict, config: Mapping[str, Any], servers: Sequence[Mc
             grant.effect = _text(post, f"{grant.path}.effect").strip() or "action"
             grant.requires_verified_user = post.get(f"{grant.path}.requires_verified_user") == "on"
             grant.rules = _text(post, f"{grant.path}.rules")
+            grant.approval = _approval(post, grant.path)
     return shown
 
 
@@ -365,6 +403,7 @@ def values_from_post(
             exists=grant.exists,
             used=post.get(f"{grant.path}.used") == "on",
             rules=_text(post, f"{grant.path}.rules"),
+            approval=_approval(post, grant.path),
         )
         for grant in _http_grants({"http": [{"tool": name} for name in granted]}, tools)
     ]
@@ -377,6 +416,7 @@ def values_from_post(
         variables=[(n.strip(), v) for n, v in _rows(post, "$.variables.name", "$.variables.value") if n.strip() or v],
         tools_enabled=post.get("$.tools.enabled") == "on",
         max_tool_rounds=_text(post, "$.tools.max_tool_rounds").strip(),
+        approval_expires_minutes=_text(post, "$.tools.approval_expires_minutes").strip(),
         allow_anonymous_actions=post.get("$.tools.allow_anonymous_actions") == "on",
         builtins=[
             BuiltinGrant(
@@ -384,6 +424,7 @@ def values_from_post(
                 enabled=post.get(f"$.tools.builtin.{tool.name}.enabled") == "on",
                 rules=_text(post, f"$.tools.builtin.{tool.name}.rules"),
                 starter_text=_starter_text(tool),
+                approval=_approval(post, f"$.tools.builtin.{tool.name}"),
             )
             for tool in all_builtins()
         ],
@@ -429,18 +470,23 @@ def config_from_values(values: EditorValues, *, config: Mapping[str, Any]) -> tu
         variables[name] = value
     out["variables"] = variables
 
-    # A whole number (a negative one too, refused by the config's own check with its range); anything else as typed.
-    number = number_or_text(values.max_tool_rounds.removeprefix("-"))
-    rounds: Any = values.max_tool_rounds
-    if isinstance(number, int):
-        rounds = -number if rounds.startswith("-") else number
+    rounds = _whole_number(values.max_tool_rounds)
+    approval_minutes = _whole_number(values.approval_expires_minutes)
     old_builtins = (config.get("tools") or {}).get("builtin") or {}
     builtin: dict[str, Any] = {}
     for grant in values.builtins:
-        if grant.enabled != grant.tool.default_enabled or grant.rules.strip() or grant.tool.name in old_builtins:
+        asks = grant.approval == "ask"
+        if (
+            grant.enabled != grant.tool.default_enabled
+            or grant.rules.strip()
+            or asks
+            or grant.tool.name in old_builtins
+        ):
             entry: dict[str, Any] = {"enabled": grant.enabled}
             if grant.rules.strip():
                 entry["rules"] = grant.rules
+            if asks or "approval" in old_builtins.get(grant.tool.name, {}):
+                entry["approval"] = grant.approval
             builtin[grant.tool.name] = entry
     client = []
     for index, item in enumerate(values.client):
@@ -456,15 +502,27 @@ def config_from_values(values: EditorValues, *, config: Mapping[str, Any]) -> tu
                     f"parameters is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).",
                 )
         client.append(tool)
+    old_tools = config.get("tools") or {}
+    old_http = {g.get("tool"): g for g in old_tools.get("http", []) if isinstance(g, Mapping)}
+    old_mcp = {(g.get("server"), g.get("tool")): g for g in old_tools.get("mcp", []) if isinstance(g, Mapping)}
     tools: dict[str, Any] = {"enabled": values.tools_enabled}
     if rounds != "":
         tools["max_tool_rounds"] = rounds
+    if approval_minutes != "" and (
+        approval_minutes != APPROVAL_EXPIRES_DEFAULT or "approval_expires_minutes" in old_tools
+    ):
+        tools["approval_expires_minutes"] = approval_minutes
     tools.update(
         {
             "allow_anonymous_actions": values.allow_anonymous_actions,
             "builtin": builtin,
             "http": [
-                {"tool": grant.name, "enabled": grant.used, "rules": grant.rules}
+                {
+                    "tool": grant.name,
+                    "enabled": grant.used,
+                    "rules": grant.rules,
+                    **_approval_entry(grant.approval, old_http.get(grant.name)),
+                }
                 for grant in values.http
                 if grant.used or grant.rules.strip()
             ],
@@ -476,6 +534,7 @@ def config_from_values(values: EditorValues, *, config: Mapping[str, Any]) -> tu
                     "effect": grant.effect,
                     "requires_verified_user": grant.requires_verified_user,
                     "rules": grant.rules,
+                    **_approval_entry(grant.approval, old_mcp.get((grant.server, grant.tool))),
                 }
                 for grant in values.mcp_grants
                 if grant.granted

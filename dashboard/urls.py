@@ -50,6 +50,7 @@ urlpatterns = [
     path(f"{AGENT}/panel/new/", panel.panel_new, name="panel-new"),
     path(f"{AGENT}/panel/runs/<oid:run_id>/", panel.panel_turn, name="panel-turn"),
     path(f"{AGENT}/panel/runs/<oid:run_id>/outputs/", panel.panel_outputs, name="panel-outputs"),
+    path(f"{AGENT}/panel/runs/<oid:run_id>/approve/", panel.panel_approve, name="panel-approve"),
     # Knowledge sources.
     path("knowledge/", knowledge.knowledge_list, name="knowledge"),
     path("knowledge/<oid:source_id>/", knowledge.knowledge_source, name="knowledge-source"),
@@ -82,6 +83,7 @@ urlpatterns = [
     path("desk/", desk.desk, name="desk"),
     path("desk/tickets/<oid:ticket_id>/", desk.ticket_update, name="ticket-update"),
     path("desk/handoffs/<oid:handoff_id>/", desk.handoff_update, name="handoff-update"),
+    path("desk/approvals/<oid:run_id>/", desk.approval_decide, name="approval-decide"),
     path("egress/", settings.egress, name="egress"),
     # Settings.
     path("settings/", views.settings_home, name="settings"),

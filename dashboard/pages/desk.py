@@ -23,8 +23,9 @@ from desk.apis import HANDOFF_UPDATE, TICKET_UPDATE
 from kagent.api import param_bool, param_choice
 from kagent.errors import ApiError
 from kagent.models import Project
-from runs import selectors
-from runs.models import Message, Session
+from runs import approvals, selectors
+from runs.apis import APPROVE_TOOL_CALLS
+from runs.models import Message, Run, Session, ToolCall
 
 CHART_DAYS = 30
 INBOX_SIZE = 100
@@ -56,6 +57,7 @@ def desk(request: MemberRequest) -> HttpResponse:
     context = {
         "include_tests": include_tests,
         "ticket_status": ticket_status,
+        "approvals": selectors.approvals_waiting(project=project, include_tests=include_tests),
         "inbox": inbox(project=project, include_tests=include_tests)[:INBOX_SIZE],
         "handoffs": desk_selectors.handoff_list(project=project, status="open", include_tests=include_tests)
         .select_related("session")
@@ -121,3 +123,42 @@ def handoff_update(request: MemberRequest, handoff_id: str) -> HttpResponse:
         row="dashboard/_handoff_row.html",
         key="handoff",
     )
+
+
+# --- approvals (SPEC §5 "Approvals") -----------------------------------------------------------------------------
+
+
+def decide_from_post(request: MemberRequest, run: Run) -> str:
+    """The person's decision on every call `run` waits for, from the form (`decision`: approve | deny, for all of
+    them; `scope`: once | session; `note`), through the API's own service. Returns what to tell them; raises
+    ApiError as the API would."""
+    decision = request.POST.get("decision", "")
+    scope = "session" if request.POST.get("scope") == "session" else "once"
+    note = request.POST.get("note", "").replace("\r\n", "\n").strip()
+    waiting = ToolCall.objects.filter(run=run, status=ToolCall.Status.AWAITING_APPROVAL).values_list("pk", flat=True)
+    body = APPROVE_TOOL_CALLS.parse(
+        {"decisions": [{"call_id": call_id, "decision": decision, "scope": scope, "note": note} for call_id in waiting]}
+    )
+    user = request.user
+    decided_by = approvals.DecidedBy("member", str(user.pk), getattr(user, "name", "") or user.email)
+    approvals.run_approve_tool_calls(
+        run=run,
+        decisions=[
+            approvals.ApprovalDecision(d["call_id"], d["decision"], d.get("scope", "once"), d.get("note", ""))
+            for d in body.decisions
+        ],
+        decided_by=decided_by,
+    )
+    if decision == "approve":
+        return "Approved: the agent goes on and the action runs now."
+    return "Denied: nothing was done, and the agent tells the customer."
+
+
+@member_page("POST")
+def approval_decide(request: MemberRequest, run_id: str) -> HttpResponse:
+    run = selectors.run_get(project=request.project, run_id=run_id)
+    try:
+        messages.success(request, decide_from_post(request, run))
+    except ApiError as exc:
+        messages.error(request, exc.message)
+    return _back(request)

@@ -21,11 +21,13 @@ from django.urls import reverse
 from agents.models import Agent
 from agents.selectors import agent_get
 from dashboard.access import MemberRequest, member_page
+from dashboard.pages.desk import decide_from_post
 from dashboard.problems import Problems, problems_from
 from kagent import throttle
 from kagent.errors import ApiError, NotFound
 from runs import run_events, selectors, services
 from runs.apis import RUN_CREATE, SUBMIT_TOOL_OUTPUTS, render_step
+from runs.approvals import APPROVE_TOOL_CALLS
 from runs.identity import EndUserClaim
 from runs.models import Run, Session
 from tools.builtins import all_builtins
@@ -74,12 +76,23 @@ class Turn:
     def active(self) -> bool:
         return self.run.status in (Run.Status.QUEUED, Run.Status.IN_PROGRESS)
 
+    def _waiting_for(self, kind: str) -> list[dict[str, Any]]:
+        action = self.run.required_action
+        if self.run.status != Run.Status.REQUIRES_ACTION or not action or action.get("type") != kind:
+            return []
+        calls: list[dict[str, Any]] = action.get("tool_calls", [])
+        return calls
+
     @property
     def awaiting(self) -> list[dict[str, Any]]:
-        if self.run.status != Run.Status.REQUIRES_ACTION or not self.run.required_action:
-            return []
-        calls: list[dict[str, Any]] = self.run.required_action.get("tool_calls", [])
+        """Client tool calls waiting for what the app would answer."""
+        calls = self._waiting_for("submit_tool_outputs")
         return [{**call, "typed": self.outputs.get(call["call_id"], "")} for call in calls]
+
+    @property
+    def approvals(self) -> list[dict[str, Any]]:
+        """Actions waiting for a person's approval (answered here as on the desk)."""
+        return self._waiting_for(APPROVE_TOOL_CALLS)
 
 
 def _turn(run: Run, **extra: Any) -> Turn:
@@ -216,6 +229,19 @@ def _output(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError:
         return text
+
+
+@member_page("POST")
+def panel_approve(request: MemberRequest, agent_id: str, run_id: str) -> HttpResponse:
+    """Approve or deny the actions a test-panel run waits for, as a person would on the desk."""
+    agent, run = _panel_run(request, agent_id, run_id)
+    problems = Problems()
+    try:
+        decide_from_post(request, run)
+    except ApiError as exc:
+        problems.add("$.approval", exc.message)
+    run.refresh_from_db()
+    return render(request, "dashboard/_turn.html", {"turn": _turn(run, problems=problems), "panel_agent": agent})
 
 
 @member_page("POST")

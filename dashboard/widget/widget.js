@@ -29,6 +29,8 @@
   var CLOSING = { "run.completed": 1, "run.failed": 1, "run.cancelled": 1, "run.requires_action": 1 };
   var MAX_RECONNECTS = 8; // failed attempts in a row
   var MAX_QUIET_MS = 5 * 60 * 1000; // a run that says nothing for this long: the customer is told
+  var APPROVAL_WAIT = "A person of our team is checking this request before it is done. The reply follows here once " +
+    "they have decided.";
   var MAX_SESSION_WAIT_MS = 30 * 1000; // the longest pause between two attempts to follow the conversation
   var UNCONFIRMED = "I couldn't confirm that with our systems, so I won't say it was done. Please ask again, or ask " +
     "to talk to a person.";
@@ -538,9 +540,11 @@
 
   // Follows a run until its last event; a stream that ends without one (a proxy's timeout, a server's limit, the
   // network) is opened again with Last-Event-ID, so nothing is missed and nothing is shown twice.
-  Widget.prototype.follow = function (runId, afterId) {
+  // `quietUntil`: a time (ms) before which a run that says nothing is not given up on (one waiting for a person).
+  Widget.prototype.follow = function (runId, afterId, quietUntil) {
     var self = this;
-    var state = { lastId: afterId || 0, retryMs: 2000, failures: 0, closing: null, heardAt: Date.now() };
+    var state = { lastId: afterId || 0, retryMs: 2000, failures: 0, closing: null, heardAt: Date.now(),
+      quietUntil: quietUntil || 0 };
     function round() {
       var before = state.lastId;
       return self.stream(runId, state).then(function () {
@@ -550,7 +554,7 @@
           state.heardAt = Date.now();
           return round();
         }
-        if (Date.now() - state.heardAt > MAX_QUIET_MS) throw new Problem("timeout");
+        if (Date.now() - state.heardAt > MAX_QUIET_MS && Date.now() > state.quietUntil) throw new Problem("timeout");
         return sleep(state.retryMs).then(round);
       }, function (problem) {
         if (problem.status && problem.status !== 429 && problem.status < 500) throw problem;
@@ -634,6 +638,13 @@
       // Superseded: a person of the team took the conversation meanwhile, and says so in it.
       if (run.cancellation_reason !== "superseded") this.notice("info", "This reply was stopped.");
       return null;
+    }
+    var action = run.required_action || {};
+    if (closing.type === "run.requires_action" && action.type === "approve_tool_calls") {
+      // A person of the business signs the action off first: the customer hears that it is being checked, and the
+      // run goes on once they decide (or their time runs out), so it is followed until then.
+      this.notice("info", APPROVAL_WAIT);
+      return this.follow(runId, lastId, (action.expires_at || 0) * 1000 + MAX_QUIET_MS);
     }
     if (closing.type === "run.requires_action") return this.answerTools(runId, run).then(function () {
       return self.follow(runId, lastId); // the run goes on after its pause: from the events after it

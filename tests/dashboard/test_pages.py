@@ -1086,3 +1086,30 @@ def test_another_organizations_objects_are_a_404_on_every_page_and_htmx_endpoint
         body = client.get(path).content.decode()
         assert "Alice" not in body and "alice@example.com" not in body and "<code>ORDERS_TOKEN</code>" not in body, path
         assert "mcp.alice.example" not in body, path
+
+
+def test_the_editor_asks_for_approval_on_an_action_and_sets_the_wait(alice):
+    agent = agent_create(project=alice.project, name="Approvals", config={})
+    client = signed_in(alice)
+    form = editor_post(
+        agent,
+        **{
+            "$.tools.builtin.create_ticket.enabled": "on",
+            "$.tools.builtin.create_ticket.approval": "ask",
+            "$.tools.approval_expires_minutes": "45",
+        },
+    )
+    assert client.post(f"/agents/{agent.pk}/", form).status_code == 302
+    agent.refresh_from_db()
+    assert agent.config["tools"]["builtin"]["create_ticket"]["approval"] == "ask"
+    assert agent.config["tools"]["approval_expires_minutes"] == 45
+    page = client.get(f"/agents/{agent.pk}/").content.decode()
+    assert 'name="$.tools.builtin.create_ticket.approval" value="ask" checked' in page
+    assert 'name="$.tools.builtin.search_knowledge.approval"' not in page  # a read never waits for a person
+    # Out of range: refused next to its field, nothing written.
+    bad = editor_post(agent, **{"$.tools.approval_expires_minutes": "0"})
+    response = client.post(f"/agents/{agent.pk}/", bad)
+    assert response.status_code == 422
+    assert "f-tools-approval_expires_minutes" in errors_on(response.content.decode())
+    agent.refresh_from_db()
+    assert agent.config["tools"]["approval_expires_minutes"] == 45
