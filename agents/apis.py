@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents import selectors, services
 from agents.models import KnowledgeSource
-from agents.resources import AGENT, KNOWLEDGE_SOURCE, VERSION, VERSION_DIFF
-from kagent.api import ProjectApi, paginate
+from agents.resources import AGENT, KNOWLEDGE_SOURCE, METRICS, VERSION, VERSION_DIFF
+from kagent.api import ProjectApi, paginate, param_time
 from kagent.errors import Unprocessable
 from kagent.inputs import UNSET, Input, is_set
 from kagent.models import Project
 from kagent.openapi import list_of
+from runs import selectors as run_selectors
 from tools.validation import RESPONSE_FIELD_SCHEMA
 
 
@@ -27,6 +30,26 @@ class AgentWrite:
     description: str | None
     config: dict[str, Any]
     actions_paused: bool
+    traffic: list[dict[str, Any]] | None
+
+
+TRAFFIC_SCHEMA: dict[str, Any] = {
+    "type": ["array", "null"],
+    "maxItems": 10,
+    "items": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["version", "weight"],
+        "properties": {
+            "version": {"type": "integer", "minimum": 1},
+            "weight": {"type": "integer", "minimum": 0, "maximum": 100},
+        },
+    },
+    "description": "How runs that pin no version split over published versions: integer weights summing to 100, "
+    "sticky per session and per end user; null clears it (the latest version). Applies at once.",
+    "x-code": "invalid_traffic",
+    "x-message": 'traffic is a list of {"version", "weight"} (integers), or null.',
+}
 
 
 AGENT_WRITE = Input(
@@ -64,9 +87,28 @@ AGENT_WRITE = Input(
                 "description": "Emergency switch: applies at once to every version, without publishing.",
                 "x-message": "actions_paused is true or false.",
             },
+            "traffic": TRAFFIC_SCHEMA,
         },
     },
     AgentWrite,
+)
+
+
+@dataclass(frozen=True)
+class RollbackInput:
+    version: int
+
+
+ROLLBACK = Input(
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["version"],
+        "properties": {
+            "version": {"type": "integer", "minimum": 1, "x-message": "version is the number of a published version."}
+        },
+    },
+    RollbackInput,
 )
 
 
@@ -100,6 +142,11 @@ class AgentListCreateApi(ProjectApi):
     @extend_schema(operation_id="agents_create", request=AGENT_WRITE.body, responses={201: AGENT.ref})
     def post(self, request: Request) -> Response:
         body = AGENT_WRITE.parse(request.data)
+        if body.traffic is not None:
+            message = "a new agent has no published versions to split traffic over: set traffic after publishing"
+            raise Unprocessable(
+                "invalid_traffic", f"$.traffic: {message}", details=[{"path": "$.traffic", "message": message}]
+            )
         agent = services.agent_create(
             project=self.project,
             name=body.name,
@@ -125,6 +172,7 @@ class AgentDetailApi(ProjectApi):
             description=body.description,
             config_patch=body.config,
             actions_paused=body.actions_paused,
+            traffic=body.traffic,
         )
         return Response(AGENT.render(agent))
 
@@ -142,6 +190,34 @@ class AgentPublishApi(ProjectApi):
         body = PUBLISH.parse(request.data or {})
         version = services.agent_publish(agent=agent, note=body.note)
         return Response(VERSION.render(version), status=status.HTTP_201_CREATED)
+
+
+class AgentRollbackApi(ProjectApi):
+    @extend_schema(
+        operation_id="agents_rollback",
+        request=ROLLBACK.body,
+        responses={200: AGENT.ref},
+        description="All traffic to this published version at once: the split becomes that one version.",
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        agent = selectors.agent_get(project=self.project, agent_id=agent_id)
+        body = ROLLBACK.parse(request.data)
+        return Response(AGENT.render(services.agent_rollback(agent=agent, version=body.version)))
+
+
+class AgentVersionMetricsApi(ProjectApi):
+    @extend_schema(
+        operation_id="agents_versions_metrics",
+        parameters=[OpenApiParameter("since", str, description="Unix seconds or an ISO date; default 7 days ago")],
+        responses={200: METRICS.ref},
+    )
+    def get(self, request: Request, agent_id: str, number: int) -> Response:
+        agent = selectors.agent_get(project=self.project, agent_id=agent_id)
+        version = selectors.version_get(agent=agent, number=number)
+        since = param_time(request.query_params, "since") or timezone.now() - timedelta(
+            days=run_selectors.METRICS_DEFAULT_DAYS
+        )
+        return Response(METRICS.render(run_selectors.version_metrics(agent=agent, version=version, since=since)))
 
 
 class AgentVersionListApi(ProjectApi):

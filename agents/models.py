@@ -19,6 +19,9 @@ class Agent(models.Model):
     # Live switch: applies to every version at once, without publishing.
     actions_paused = models.BooleanField(default=False)
     latest_version_number = models.IntegerField(null=True, blank=True)
+    # How runs that pin no version split over published versions: [{"version", "weight"}] (weights sum to 100),
+    # sticky per session and per end user; null: every such run runs the latest version (SPEC §4 "traffic").
+    traffic = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     # Deleted agents keep their versions for the history of runs made with them.

@@ -23,8 +23,43 @@ AGENT: Resource[Agent] = Resource(
         "config": Field(AGENT_CONFIG, "config"),
         "actions_paused": Field({"type": "boolean"}, "actions_paused"),
         "latest_version": Field({"type": ["integer", "null"]}, "latest_version_number"),
+        "traffic": Field(
+            {
+                "type": ["array", "null"],
+                "description": "how runs that pin no version split over published versions (null: the latest)",
+                "items": {
+                    "type": "object",
+                    "properties": {"version": {"type": "integer"}, "weight": {"type": "integer"}},
+                },
+            },
+            "traffic",
+        ),
         "created_at": Timestamp("created_at"),
         "updated_at": Timestamp("updated_at"),
+    },
+)
+
+METRICS: Resource[dict[str, Any]] = Resource(
+    "AgentVersionMetrics",
+    {
+        "object": Const("version_metrics"),
+        "agent": Field({"type": "string"}, lambda m: m["agent"]),
+        "version": Field({"type": "integer"}, lambda m: m["version"]),
+        "since": Field({"type": "integer", "description": "Unix seconds"}, lambda m: m["since"]),
+        "runs": Field({"type": "integer"}, lambda m: m["runs"]),
+        "completed": Field({"type": "integer"}, lambda m: m["completed"]),
+        "failed": Field({"type": "integer"}, lambda m: m["failed"]),
+        "handoffs": Field(
+            {"type": "integer", "description": "transfer_to_human calls that handed over"}, lambda m: m["handoffs"]
+        ),
+        "tool_failures": Field({"type": "integer"}, lambda m: m["tool_failures"]),
+        "unverified_claims": Field(
+            {"type": "integer", "description": "completed runs whose answer kept a claim no tool confirmed"},
+            lambda m: m["unverified_claims"],
+        ),
+        "p50_ms": Field(
+            {"type": ["integer", "null"], "description": "median time to a completed answer"}, lambda m: m["p50_ms"]
+        ),
     },
 )
 

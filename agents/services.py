@@ -77,6 +77,32 @@ def agent_create(
     )
 
 
+def traffic_checked(agent: Agent, traffic: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """A split over published versions: each once, integer weights summing to 100 (None clears it). Raises
+    Unprocessable (`invalid_traffic`, at the entry's path)."""
+    if traffic is None:
+        return None
+
+    def refuse(path: str, message: str) -> Unprocessable:
+        return Unprocessable("invalid_traffic", f"{path}: {message}", details=[{"path": path, "message": message}])
+
+    if not traffic:
+        raise refuse("$.traffic", "name at least one version (or null to clear the split)")
+    published = set(AgentVersion.objects.filter(agent=agent).values_list("number", flat=True))
+    seen: set[int] = set()
+    for index, entry in enumerate(traffic):
+        number = entry["version"]
+        if number not in published:
+            raise refuse(f"$.traffic[{index}].version", f"version {number} of this agent is not published")
+        if number in seen:
+            raise refuse(f"$.traffic[{index}].version", f"version {number} is named twice")
+        seen.add(number)
+    total = sum(entry["weight"] for entry in traffic)
+    if total != 100:
+        raise refuse("$.traffic", f"the weights sum to {total}; they must sum to 100")
+    return [{"version": int(entry["version"]), "weight": int(entry["weight"])} for entry in traffic]
+
+
 def agent_update(
     *,
     agent: Agent,
@@ -84,9 +110,10 @@ def agent_update(
     description: str | None = UNSET,
     config_patch: dict[str, Any] = UNSET,
     actions_paused: bool = UNSET,
+    traffic: list[dict[str, Any]] | None = UNSET,
 ) -> Agent:
     """Top-level fields replace; `config_patch` is a JSON merge patch (RFC 7396) on the draft, checked whole.
-    `actions_paused` applies at once, to every version, without publishing."""
+    `actions_paused` and `traffic` apply at once, to every run that starts after, without publishing."""
     changes: dict[str, Any] = {}
     if is_set(name):
         changes["name"] = name.strip()
@@ -96,12 +123,19 @@ def agent_update(
         changes["config"] = _project_config(agent.project_id, merge_patch(agent.config, config_patch), agent.config)
     if is_set(actions_paused):
         changes["actions_paused"] = actions_paused
+    if is_set(traffic):
+        changes["traffic"] = traffic_checked(agent, traffic)
     if changes:
         changes["updated_at"] = timezone.now()
         Agent.objects.filter(pk=agent.pk).update(**changes)
         for key, value in changes.items():
             setattr(agent, key, value)
     return agent
+
+
+def agent_rollback(*, agent: Agent, version: int) -> Agent:
+    """All traffic to published `version`, at once: the split becomes that one version."""
+    return agent_update(agent=agent, traffic=[{"version": version, "weight": 100}])
 
 
 def agent_delete(*, agent: Agent) -> None:

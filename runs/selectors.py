@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from django.db import connection
 from django.db.models import Count, Model, Q, QuerySet
 from django.db.models.functions import TruncDate
 
+from agents.models import Agent, AgentVersion
 from kagent.errors import NotFound
 from kagent.models import ApiKey, Project
 from kagent.selectors import filter_given
@@ -242,3 +244,43 @@ def approvals_waiting(*, project: Project, include_tests: bool = False, limit: i
             runs[call.run_id] = WaitingApproval(call.run, [])
         runs[call.run_id].calls.append(call)
     return list(runs.values())
+
+
+METRICS_DEFAULT_DAYS = 7
+
+
+def version_metrics(*, agent: Agent, version: AgentVersion, since: datetime) -> dict[str, Any]:
+    """A published version's figures since `since` (its runs, not the test panel's): runs, completed, failed,
+    handoffs (transfer_to_human calls that handed over), tool_failures, unverified_claims (completed answers that
+    kept a claim no tool confirmed), p50_ms (the median time to a completed answer). Three queries."""
+    runs = Run.objects.filter(agent=agent, version_number=version.number, sandbox=False, created_at__gte=since)
+    counts = runs.aggregate(
+        runs=Count("pk"),
+        completed=Count("pk", filter=Q(status=Run.Status.COMPLETED)),
+        failed=Count("pk", filter=Q(status=Run.Status.FAILED)),
+        unverified_claims=Count(
+            "pk", filter=Q(status=Run.Status.COMPLETED, output__unverified_claims__0__isnull=False)
+        ),
+    )
+    calls = ToolCall.objects.filter(run__in=runs.values("pk"))
+    tool_counts = calls.aggregate(
+        handoffs=Count("pk", filter=Q(name="transfer_to_human", status=ToolCall.Status.SUCCEEDED)),
+        tool_failures=Count("pk", filter=Q(status=ToolCall.Status.FAILED)),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT percentile_cont(0.5) WITHIN GROUP "
+            "(ORDER BY EXTRACT(EPOCH FROM completed_at - created_at) * 1000) "
+            "FROM runs_run WHERE agent_id = %s AND version_number = %s AND NOT sandbox AND created_at >= %s "
+            "AND status = %s AND completed_at IS NOT NULL",
+            [agent.pk, version.number, since, Run.Status.COMPLETED],
+        )
+        (p50,) = cursor.fetchone()
+    return {
+        "agent": agent.pk,
+        "version": version.number,
+        "since": int(since.timestamp()),
+        **counts,
+        **tool_counts,
+        "p50_ms": None if p50 is None else round(p50),
+    }

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
+import secrets
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -237,6 +239,34 @@ def _what_runs(project: Project, agent_id: str, version_number: int | None, sand
     return _WhatRuns.of_version(agent, pinned)
 
 
+def traffic_version(traffic: list[dict[str, Any]], agent_id: str, sticky: str | None) -> int | None:
+    """The version the split gives `sticky` (a session's id or an end user's external id: the same one always
+    gets the same version while the split stands), or a draw by weight for a run that is neither."""
+    entries = [entry for entry in traffic if int(entry.get("weight", 0)) > 0]
+    if not entries:
+        return None
+    if sticky:
+        digest = hashlib.sha256(f"{agent_id}:{sticky}".encode()).digest()
+        point = int.from_bytes(digest[:8], "big") % 100
+    else:
+        point = secrets.randbelow(100)
+    for entry in entries:
+        point -= int(entry["weight"])
+        if point < 0:
+            return int(entry["version"])
+    return int(entries[-1]["version"])
+
+
+def _split(what: _WhatRuns, sticky: str | None) -> _WhatRuns:
+    number = traffic_version(what.agent.traffic or [], what.agent.pk, sticky)
+    if number is None or (what.version is not None and number == what.version.number):
+        return what
+    version = AgentVersion.objects.filter(agent_id=what.agent.pk, number=number).first()
+    if version is None:  # versions are never deleted; a split names published ones (agents.services)
+        return what
+    return _WhatRuns.of_version(what.agent, version, what.has_searchable_knowledge)
+
+
 def _rate_key(
     run_id: str, identity: Identity, session: Session | None, api_key: ApiKey | None, client_ip: str, sandbox: bool
 ) -> str:
@@ -296,6 +326,10 @@ def run_create(
 
     what = _what_runs(project, agent_id, version, sandbox)
     identity = identity_resolve(project=project, api_key=api_key, end_user=end_user, end_user_token=end_user_token)
+    if version is None and not sandbox and what.agent.traffic:
+        # The business's split: the same conversation, else the same end user, always lands on the same version.
+        sticky = session_id or (identity.end_user.external_id if identity.end_user is not None else None)
+        what = _split(what, sticky)
     options = _RunOptions(
         store,
         bool(allow_actions),

@@ -77,7 +77,8 @@ def _json(value: Any) -> str:
 # --- run creation: what a run runs, the new run --------------------------------------------------------------------
 
 _LATEST_VERSION_SQL = """
-SELECT agent.actions_paused, version.id, version.number, version.config, version.http_tools, version.mcp_tools,
+SELECT agent.actions_paused, agent.traffic, version.id, version.number, version.config, version.http_tools,
+    version.mcp_tools,
     EXISTS (
         SELECT 1 FROM agents_knowledgesource AS source
         WHERE source.project_id = agent.project_id AND source.searchable
@@ -102,8 +103,14 @@ def latest_version(*, project_id: str, agent_id: str) -> tuple[Agent, AgentVersi
 
 
 def _latest_from_row(project_id: str, agent_id: str, row: Sequence[Any]) -> LatestVersion:
-    actions_paused, version_id, number, config, http_tools, mcp_tools, has_knowledge = row
-    agent = Agent(id=agent_id, project_id=project_id, actions_paused=actions_paused, latest_version_number=number)
+    actions_paused, traffic, version_id, number, config, http_tools, mcp_tools, has_knowledge = row
+    agent = Agent(
+        id=agent_id,
+        project_id=project_id,
+        actions_paused=actions_paused,
+        latest_version_number=number,
+        traffic=_loaded(traffic),
+    )
     version = AgentVersion(
         id=version_id,
         project_id=project_id,

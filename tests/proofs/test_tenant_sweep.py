@@ -152,6 +152,8 @@ KINDS: dict[str, tuple[str, Probe]] = {
     ),
     "agents_versions_diff": ("object", lambda r, b: [Call("GET", f"/v1/agents/{r.agent}/versions/1/diff/2")]),
     "agents_versions_restore": ("object", lambda r, b: [Call("POST", f"/v1/agents/{r.agent}/versions/1/restore")]),
+    "agents_versions_metrics": ("object", lambda r, b: [Call("GET", f"/v1/agents/{r.agent}/versions/1/metrics")]),
+    "agents_rollback": ("object", lambda r, b: [Call("POST", f"/v1/agents/{r.agent}/rollback", {"version": 1})]),
     # knowledge
     "knowledge_sources_list": ("list", lambda r, b: [Call("GET", "/v1/knowledge_sources")]),
     "knowledge_sources_create": (

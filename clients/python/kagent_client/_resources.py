@@ -51,9 +51,12 @@ class Agents(Resource[O, L, I]):
         config: dict[str, Json] | NotGiven = NOT_GIVEN,
         description: str | NotGiven = NOT_GIVEN,
         actions_paused: bool | NotGiven = NOT_GIVEN,
+        traffic: list[dict[str, int]] | None | NotGiven = NOT_GIVEN,
         **fields: Json,
     ) -> O:
-        body = given(name=name, config=config, description=description, actions_paused=actions_paused, **fields)
+        body = given(
+            name=name, config=config, description=description, actions_paused=actions_paused, traffic=traffic, **fields
+        )
         return self._obj("POST", "/v1/agents", body)
 
     def list(self, *, limit: int | None = None, cursor: str | None = None) -> L:
@@ -73,9 +76,12 @@ class Agents(Resource[O, L, I]):
         config: dict[str, Json] | NotGiven = NOT_GIVEN,
         description: str | NotGiven = NOT_GIVEN,
         actions_paused: bool | NotGiven = NOT_GIVEN,
+        traffic: list[dict[str, int]] | None | NotGiven = NOT_GIVEN,
         **fields: Json,
     ) -> O:
-        body = given(name=name, config=config, description=description, actions_paused=actions_paused, **fields)
+        body = given(
+            name=name, config=config, description=description, actions_paused=actions_paused, traffic=traffic, **fields
+        )
         return self._obj("PATCH", "/v1/agents/{agent_id}", body, path_params={"agent_id": agent_id})
 
     def delete(self, agent_id: str) -> O:
@@ -115,6 +121,25 @@ class Agents(Resource[O, L, I]):
             "/v1/agents/{agent_id}/versions/{number}/restore",
             path_params={"agent_id": agent_id, "number": number},
             idempotent=True,  # the draft becomes that version's config, however often
+        )
+
+    def metrics(self, agent_id: str, number: int, *, since: int | str | None = None) -> O:
+        """Version `number`'s figures since `since` (Unix seconds or a date; default 7 days ago)."""
+        return self._obj(
+            "GET",
+            "/v1/agents/{agent_id}/versions/{number}/metrics",
+            path_params={"agent_id": agent_id, "number": number},
+            params={"since": since},
+        )
+
+    def rollback(self, agent_id: str, *, version: int) -> O:
+        """All traffic to published `version` at once."""
+        return self._obj(
+            "POST",
+            "/v1/agents/{agent_id}/rollback",
+            {"version": version},
+            path_params={"agent_id": agent_id},
+            idempotent=True,  # the split becomes that one version, however often
         )
 
 
