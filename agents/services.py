@@ -16,7 +16,7 @@ from agents.knowledge.fetch import FetchOutcome, fetch_source
 from agents.knowledge.index import replace_passages
 from agents.knowledge.passages import split_text
 from agents.knowledge.terms import TERMS_VERSION
-from agents.models import Agent, AgentVersion, KnowledgePassage, KnowledgeSource
+from agents.models import Agent, AgentVersion, Check, KnowledgePassage, KnowledgeSource
 from kagent import broker
 from kagent.egress import EgressError, destination_check
 from kagent.errors import Conflict, Unprocessable
@@ -142,8 +142,18 @@ def agent_delete(*, agent: Agent) -> None:
     Agent.objects.filter(pk=agent.pk).update(deleted_at=timezone.now())
 
 
+def check_update(*, check: Check, fields: dict[str, Any]) -> Check:
+    for key, value in fields.items():
+        setattr(check, key, value)
+    check.updated_at = timezone.now()
+    check.save()
+    return check
+
+
 @transaction.atomic
-def agent_publish(*, agent: Agent, note: str | None = "") -> AgentVersion:
+def agent_publish(
+    *, agent: Agent, note: str | None = "", check_failures: list[dict[str, Any]] | None = None
+) -> AgentVersion:
     """Version n+1: the draft config and copies of every granted HTTP tool and MCP tool as they are now."""
     locked = Agent.objects.select_for_update().get(pk=agent.pk)
     config = validate_config(locked.config)
@@ -169,6 +179,8 @@ def agent_publish(*, agent: Agent, note: str | None = "") -> AgentVersion:
         http_tools={name: tools[name].definition() for name in granted},
         mcp_tools=mcp.definitions,
         builtin_versions=builtins.versions(),
+        forced=bool(check_failures),
+        check_failures=check_failures or [],
     )
     Agent.objects.filter(pk=locked.pk).update(latest_version_number=number)
     agent.latest_version_number = number

@@ -365,6 +365,8 @@ LOGGING = {
 # model or a tool has its lease renewed meanwhile (runs/lease.py), all of a worker's in one statement a tick.
 KAGENT_RUN_LEASE_SECONDS = int(os.environ.get("KAGENT_RUN_LEASE_SECONDS", "20"))
 KAGENT_SWEEP_SECONDS = float(os.environ.get("KAGENT_SWEEP_SECONDS", "10"))
+# An agent's checks run this many at a time (runs/checks.py), each in a thread with its own database connection.
+KAGENT_CHECK_CONCURRENCY = int(os.environ.get("KAGENT_CHECK_CONCURRENCY", "4"))
 # Days kept of webhook events with their delivery logs, and of the egress log; 0 keeps them for good.
 KAGENT_WEBHOOK_RETENTION_DAYS = int(os.environ.get("KAGENT_WEBHOOK_RETENTION_DAYS", "30"))
 KAGENT_EGRESS_RETENTION_DAYS = int(os.environ.get("KAGENT_EGRESS_RETENTION_DAYS", "90"))

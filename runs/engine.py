@@ -500,6 +500,9 @@ class Engine:
             call.simulated = True
             return True
         if spec.kind == "client":
+            if self.run.check_options is not None:  # a check answers its client tools with its given outputs
+                self._answer_from_check(call)
+                return True
             call.status = ToolCall.Status.AWAITING_OUTPUT
             return True
         if spec.kind in CALLS_OUT:
@@ -728,7 +731,10 @@ class Engine:
         self._finish_cancelled()
 
     def _approved(self, call: ToolCall) -> bool:
-        """A person approved this call (`once`), or this tool for the rest of the session (`session`)."""
+        """A person approved this call (`once`), or this tool for the rest of the session (`session`). In a check's
+        run a call that would wait for approval counts as approved (and, being a sandbox run, is simulated)."""
+        if self.run.check_options is not None:
+            return True
         if isinstance(call.approval, dict) and call.approval.get("decision") == "approve":
             return True
         if self.run.session_id is None:
@@ -736,6 +742,14 @@ class Engine:
         if self._session_approved is None:
             self._session_approved = session_approved_tools(self.run.session_id)
         return call.name in self._session_approved
+
+    def _answer_from_check(self, call: ToolCall) -> None:
+        """A client tool call of a check's run, answered with the check's `client_outputs` (an error without one)."""
+        outputs = (self.run.check_options or {}).get("client_outputs") or {}
+        given = call.name in outputs
+        output = outputs[call.name] if given else {"error": f"the check gives no output for {call.name}"}
+        call.status = ToolCall.Status.SUCCEEDED if given else ToolCall.Status.FAILED
+        call.result, call.finished_at = client_output_shown(call.name, output, not given), timezone.now()
 
     def _pause_for_approval(self, waiting: list[ToolCall]) -> None:
         """Waits for a person's decision on each call (approve_tool_calls), for the agent's approval_expires_minutes;

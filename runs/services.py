@@ -216,8 +216,11 @@ def _tool_set_json(what: _WhatRuns, facts: ToolSetFacts) -> list[dict[str, Any]]
     )
 
 
-def _what_runs(project: Project, agent_id: str, version_number: int | None, sandbox: bool) -> _WhatRuns:
-    if sandbox:
+def _what_runs(
+    project: Project, agent_id: str, version_number: int | None, sandbox: bool, *, check: bool = False
+) -> _WhatRuns:
+    """What a run runs. A sandbox run runs the draft, unless it is a check's run of a published version."""
+    if sandbox and not (check and version_number is not None):
         if version_number is not None:
             raise Unprocessable("invalid_request", "A sandbox run uses the draft; don't pin a version.")
         agent = agent_get(project=project, agent_id=agent_id)
@@ -304,6 +307,7 @@ def run_create(
     client_ip: str = "",
     idempotency: Idempotency | None = None,
     followed_for: float = 0,
+    check_options: dict[str, Any] | None = None,
 ) -> Run:
     """A queued run, enqueued once it is committed. `api_key` None is the dashboard (trusted like a secret key);
     `session_id` None makes a one-shot run; `allow_actions` None means not given. With `idempotency`, see
@@ -324,7 +328,7 @@ def run_create(
             status=403,
         )
 
-    what = _what_runs(project, agent_id, version, sandbox)
+    what = _what_runs(project, agent_id, version, sandbox, check=check_options is not None)
     identity = identity_resolve(project=project, api_key=api_key, end_user=end_user, end_user_token=end_user_token)
     if version is None and not sandbox and what.agent.traffic:
         # The business's split: the same conversation, else the same end user, always lands on the same version.
@@ -340,6 +344,7 @@ def run_create(
         client_ip,
         idempotency,
         followed_for,
+        check_options,
     )
     if one_shot:
         # One row, one statement: no transaction around it.
@@ -410,6 +415,7 @@ class _RunOptions:
     client_ip: str
     idempotency: Idempotency | None = None
     followed_for: float = 0
+    check_options: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -510,6 +516,7 @@ def _new_run(
         created_at=now,
         queued_at=now,
         followed_until=now + timedelta(seconds=options.followed_for) if options.followed_for else None,
+        check_options=options.check_options,
     )
     run.rate_key = _rate_key(run.pk, identity, session, options.api_key, options.client_ip, options.sandbox)
     return run

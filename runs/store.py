@@ -174,6 +174,7 @@ _RUN_COLUMNS = (
     "cancel_requested",
     "status",
     "followed_until",  # the engine streams the answer to a follower (runs/live_answer.py)
+    "check_options",  # a check's run answers client tools and counts approvals as given (runs/checks.py)
     # The rest of what the API renders of a run: its completion's webhook event carries the run as it was then.
     "version_number",
     "input",
@@ -181,7 +182,7 @@ _RUN_COLUMNS = (
     "created_at",
     "started_at",
 )
-_JSON_COLUMNS = {"config", "tool_set", "transcript", "usage", "metadata"}
+_JSON_COLUMNS = {"config", "tool_set", "transcript", "usage", "metadata", "check_options"}
 
 
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_")

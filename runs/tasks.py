@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from runs import engine, services
+from runs import checks, engine, services
 
 
 @shared_task(
@@ -24,3 +24,9 @@ def execute_run(run_id: str) -> None:
 @shared_task(name="runs.sweep", max_retries=0, time_limit=120, ignore_result=True)
 def sweep() -> dict[str, int]:
     return services.run_sweep()
+
+
+@shared_task(name="runs.check_run_execute", max_retries=0, time_limit=1800, ignore_result=True)
+def check_run_execute(check_run_id: str) -> None:
+    # An agent's checks, against its draft or a version (runs/checks.py); each check's runs are driven here.
+    checks.check_run_execute(check_run_id)

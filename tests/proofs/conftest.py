@@ -10,6 +10,7 @@ from typing import Any
 import jwt
 import pytest
 
+from agents.models import Check, CheckRun
 from fakes.llm import calls, text
 from hooks import services as hook_services
 from hooks.models import WebhookDelivery, WebhookEvent
@@ -55,6 +56,8 @@ class World:
     delivery: str
     endpoint_secret: str
     mcp_server: str
+    check: str
+    check_run: str
 
     @property
     def markers(self) -> list[str]:
@@ -76,6 +79,8 @@ class World:
             self.delivery,
             self.endpoint_secret,
             self.mcp_server,
+            self.check,
+            self.check_run,
             TOOL_NAME,
             SECRET_NAME,
             self.end_user,
@@ -175,6 +180,8 @@ def world(alice: Tenant, fake_llm: Any, monkeypatch: Any) -> World:
         hook_services.event_dispatch(event_id=event_id)
     delivery = WebhookDelivery.objects.filter(endpoint_id=endpoint["id"]).values_list("pk", flat=True).first()
     assert delivery is not None
+    check = Check.objects.create(project=alice.project, agent_id=agent, name="Alice's check", input="hi")
+    check_run = CheckRun.objects.create(project=alice.project, agent_id=agent, status="passed")
     return World(
         tenant=alice,
         agent=agent,
@@ -196,4 +203,6 @@ def world(alice: Tenant, fake_llm: Any, monkeypatch: Any) -> World:
         delivery=delivery,
         endpoint_secret=endpoint["secret"],
         mcp_server=mcp_server.pk,
+        check=check.pk,
+        check_run=check_run.pk,
     )

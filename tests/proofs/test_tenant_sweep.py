@@ -51,6 +51,8 @@ class Refs:
     endpoint: str
     delivery: str
     mcp_server: str
+    check: str
+    check_run: str
 
     @staticmethod
     def of(world: World) -> Refs:
@@ -70,6 +72,8 @@ class Refs:
             world.endpoint,
             world.delivery,
             world.mcp_server,
+            world.check,
+            world.check_run,
         )
 
     @staticmethod
@@ -90,6 +94,8 @@ class Refs:
             new_id("we"),
             new_id("whd"),
             new_id("mcp"),
+            new_id("chk"),
+            new_id("chkr"),
         )
 
     def pairs(self) -> dict[str, str]:
@@ -152,6 +158,22 @@ KINDS: dict[str, tuple[str, Probe]] = {
     ),
     "agents_versions_diff": ("object", lambda r, b: [Call("GET", f"/v1/agents/{r.agent}/versions/1/diff/2")]),
     "agents_versions_restore": ("object", lambda r, b: [Call("POST", f"/v1/agents/{r.agent}/versions/1/restore")]),
+    "agents_checks_list": ("object", lambda r, b: [Call("GET", f"/v1/agents/{r.agent}/checks")]),
+    "agents_checks_create": (
+        "object",
+        lambda r, b: [Call("POST", f"/v1/agents/{r.agent}/checks", {"name": "pwned", "input": "hi"})],
+    ),
+    "agents_checks_retrieve": ("object", lambda r, b: [Call("GET", f"/v1/agents/{r.agent}/checks/{r.check}")]),
+    "agents_checks_update": (
+        "object",
+        lambda r, b: [Call("PATCH", f"/v1/agents/{r.agent}/checks/{r.check}", {"name": "pwned"})],
+    ),
+    "agents_checks_delete": ("object", lambda r, b: [Call("DELETE", f"/v1/agents/{r.agent}/checks/{r.check}")]),
+    "agents_checks_run": ("object", lambda r, b: [Call("POST", f"/v1/agents/{r.agent}/checks/run", {})]),
+    "agents_check_runs_retrieve": (
+        "object",
+        lambda r, b: [Call("GET", f"/v1/agents/{r.agent}/check_runs/{r.check_run}")],
+    ),
     "agents_versions_metrics": ("object", lambda r, b: [Call("GET", f"/v1/agents/{r.agent}/versions/1/metrics")]),
     "agents_rollback": ("object", lambda r, b: [Call("POST", f"/v1/agents/{r.agent}/rollback", {"version": 1})]),
     # knowledge

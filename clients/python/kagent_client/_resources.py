@@ -51,11 +51,12 @@ class Agents(Resource[O, L, I]):
         config: dict[str, Json] | NotGiven = NOT_GIVEN,
         description: str | NotGiven = NOT_GIVEN,
         actions_paused: bool | NotGiven = NOT_GIVEN,
-        traffic: list[dict[str, int]] | None | NotGiven = NOT_GIVEN,
+        traffic: Sequence[Mapping[str, int]] | None | NotGiven = NOT_GIVEN,
         **fields: Json,
     ) -> O:
+        split = traffic if isinstance(traffic, NotGiven) or traffic is None else [dict(entry) for entry in traffic]
         body = given(
-            name=name, config=config, description=description, actions_paused=actions_paused, traffic=traffic, **fields
+            name=name, config=config, description=description, actions_paused=actions_paused, traffic=split, **fields
         )
         return self._obj("POST", "/v1/agents", body)
 
@@ -76,20 +77,24 @@ class Agents(Resource[O, L, I]):
         config: dict[str, Json] | NotGiven = NOT_GIVEN,
         description: str | NotGiven = NOT_GIVEN,
         actions_paused: bool | NotGiven = NOT_GIVEN,
-        traffic: list[dict[str, int]] | None | NotGiven = NOT_GIVEN,
+        traffic: Sequence[Mapping[str, int]] | None | NotGiven = NOT_GIVEN,
         **fields: Json,
     ) -> O:
+        split = traffic if isinstance(traffic, NotGiven) or traffic is None else [dict(entry) for entry in traffic]
         body = given(
-            name=name, config=config, description=description, actions_paused=actions_paused, traffic=traffic, **fields
+            name=name, config=config, description=description, actions_paused=actions_paused, traffic=split, **fields
         )
         return self._obj("PATCH", "/v1/agents/{agent_id}", body, path_params={"agent_id": agent_id})
 
     def delete(self, agent_id: str) -> O:
         return self._obj("DELETE", "/v1/agents/{agent_id}", path_params={"agent_id": agent_id})
 
-    def publish(self, agent_id: str, *, note: str | NotGiven = NOT_GIVEN) -> O:
-        """Publish the draft as the next immutable version."""
-        return self._obj("POST", "/v1/agents/{agent_id}/publish", given(note=note), path_params={"agent_id": agent_id})
+    def publish(self, agent_id: str, *, note: str | NotGiven = NOT_GIVEN, force: bool | NotGiven = NOT_GIVEN) -> O:
+        """Publish the draft as the next immutable version, once its checks pass (409 checks_failed; `force` with a
+        note publishes anyway)."""
+        return self._obj(
+            "POST", "/v1/agents/{agent_id}/publish", given(note=note, force=force), path_params={"agent_id": agent_id}
+        )
 
     def versions(self, agent_id: str, *, limit: int | None = None, cursor: str | None = None) -> L:
         return self._page(
@@ -130,6 +135,69 @@ class Agents(Resource[O, L, I]):
             "/v1/agents/{agent_id}/versions/{number}/metrics",
             path_params={"agent_id": agent_id, "number": number},
             params={"since": since},
+        )
+
+    def checks(self, agent_id: str, *, limit: int | None = None, cursor: str | None = None) -> L:
+        """The agent's saved checks (at most 50)."""
+        return self._page(
+            "/v1/agents/{agent_id}/checks",
+            path_params={"agent_id": agent_id},
+            params={"limit": limit, "cursor": cursor},
+        )
+
+    def create_check(
+        self,
+        agent_id: str,
+        *,
+        name: str | NotGiven = NOT_GIVEN,
+        input: str | Sequence[str] | NotGiven = NOT_GIVEN,  # noqa: A002  (the API's field)
+        end_user: Mapping[str, Json] | None | NotGiven = NOT_GIVEN,
+        client_outputs: Mapping[str, Json] | NotGiven = NOT_GIVEN,
+        expect: Mapping[str, Json] | NotGiven = NOT_GIVEN,
+        from_run: str | NotGiven = NOT_GIVEN,
+    ) -> O:
+        """A check: `input` (a message or a list of them) and `expect`, or `from_run` (a run of this agent)."""
+        body = given(
+            name=name,
+            input=input if isinstance(input, (str, NotGiven)) else list(input),
+            end_user=end_user if isinstance(end_user, NotGiven) or end_user is None else dict(end_user),
+            client_outputs=client_outputs if isinstance(client_outputs, NotGiven) else dict(client_outputs),
+            expect=expect if isinstance(expect, NotGiven) else dict(expect),
+            from_run=from_run,
+        )
+        return self._obj("POST", "/v1/agents/{agent_id}/checks", body, path_params={"agent_id": agent_id})
+
+    def get_check(self, agent_id: str, check_id: str) -> O:
+        return self._obj(
+            "GET", "/v1/agents/{agent_id}/checks/{check_id}", path_params={"agent_id": agent_id, "check_id": check_id}
+        )
+
+    def update_check(self, agent_id: str, check_id: str, **fields: Json) -> O:
+        return self._obj(
+            "PATCH",
+            "/v1/agents/{agent_id}/checks/{check_id}",
+            fields,
+            path_params={"agent_id": agent_id, "check_id": check_id},
+        )
+
+    def delete_check(self, agent_id: str, check_id: str) -> O:
+        return self._obj(
+            "DELETE",
+            "/v1/agents/{agent_id}/checks/{check_id}",
+            path_params={"agent_id": agent_id, "check_id": check_id},
+        )
+
+    def run_checks(self, agent_id: str, *, version: int | None | NotGiven = NOT_GIVEN) -> O:
+        """Run every check in the sandbox (the draft, or a published `version`); answers at once, `running`."""
+        return self._obj(
+            "POST", "/v1/agents/{agent_id}/checks/run", given(version=version), path_params={"agent_id": agent_id}
+        )
+
+    def check_run(self, agent_id: str, check_run_id: str) -> O:
+        return self._obj(
+            "GET",
+            "/v1/agents/{agent_id}/check_runs/{check_run_id}",
+            path_params={"agent_id": agent_id, "check_run_id": check_run_id},
         )
 
     def rollback(self, agent_id: str, *, version: int) -> O:
