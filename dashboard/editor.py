@@ -132,9 +132,9 @@ class McpGrant:
     @property
     def granted(self) -> bool:
         """Whether the draft grants it once saved: in use, or with rules, or switched off with settings of its own
-        (a read, a verified customer) kept for later."""
+        (a read, a verified customer, a person's approval) kept for later."""
         settings_kept = self.in_draft and (self.effect != "action" or self.requires_verified_user)
-        return self.used or bool(self.rules.strip()) or settings_kept
+        return self.used or bool(self.rules.strip()) or settings_kept or self.approval == "ask"
 
 
 @dataclass
@@ -394,7 +394,7 @@ def values_from_post(
 ) -> EditorValues:
     """The form as posted. `config` is the draft it edits (for what the form doesn't show)."""
     old_model = dict(config.get("model") or {})
-    granted = {grant["tool"] for grant in (config.get("tools") or {}).get("http", [])}
+    granted = [g for g in (config.get("tools") or {}).get("http", []) if isinstance(g, Mapping)]
     http = [
         HttpGrant(
             name=grant.name,
@@ -403,9 +403,10 @@ def values_from_post(
             exists=grant.exists,
             used=post.get(f"{grant.path}.used") == "on",
             rules=_text(post, f"{grant.path}.rules"),
-            approval=_approval(post, grant.path),
+            # Shown for an action only: otherwise (a read, a tool that is gone) the draft's setting stays.
+            approval=_approval(post, grant.path) if grant.effect == "action" else grant.approval,
         )
-        for grant in _http_grants({"http": [{"tool": name} for name in granted]}, tools)
+        for grant in _http_grants({"http": granted}, tools)
     ]
     return EditorValues(
         name=_text(post, "$.name"),
@@ -524,7 +525,7 @@ def config_from_values(values: EditorValues, *, config: Mapping[str, Any]) -> tu
                     **_approval_entry(grant.approval, old_http.get(grant.name)),
                 }
                 for grant in values.http
-                if grant.used or grant.rules.strip()
+                if grant.used or grant.rules.strip() or grant.approval == "ask"
             ],
             "mcp": [
                 {

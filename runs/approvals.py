@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from hooks import outbox
@@ -92,7 +93,8 @@ def approval_data(run: Run, call: ToolCall, *, expires_at: int | None = None) ->
         "agent": run.agent_id,
         "call_id": call.pk,
         "name": call.name,
-        "arguments": call.arguments or {},
+        # A `store: false` run's webhooks carry ids and statuses only (runs/webhook_events.py), its arguments too.
+        "arguments": (call.arguments or {}) if run.store else None,
         "status": approval_status(call),
         "expires_at": expires_at,
         "decision": call.approval,
@@ -171,7 +173,9 @@ def run_approve_tool_calls(*, run: Run, decisions: list[ApprovalDecision], decid
 
 
 def _resume(run: Run, now: Any) -> None:
-    transitions.transition(run.pk, transitions.RESUME, required_action=None, expires_at=None, queued_at=now)
+    transitions.transition(
+        run.pk, transitions.RESUME, required_action=None, expires_at=None, queued_at=now, resumes=F("resumes") + 1
+    )
     enqueue_run(run.pk)
 
 
@@ -210,3 +214,12 @@ def expire_approvals_if_due(*, run: Run) -> bool:
         _resume(locked, now)
     run.refresh_from_db()
     return True
+
+
+def approvals_closed(run: Run, calls: list[ToolCall]) -> None:
+    """`approval.decided` (status `cancelled`) for calls that waited for approval when their run ended without a
+    decision (superseded, cancelled): whoever was told it waits hears that it no longer does."""
+    if run.sandbox:
+        return
+    for call in calls:
+        approval_event(run, call, "approval.decided")

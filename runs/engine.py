@@ -177,8 +177,9 @@ class Engine:
     # --- the loop ---------------------------------------------------------------------------------------------
 
     def advance(self) -> None:
-        if self.claim > MAX_CLAIMS:
-            # A run that took its worker down this many times would take the next one down too.
+        if self.claim - self.run.resumes > MAX_CLAIMS:
+            # A run that took its worker down this many times would take the next one down too. (A pause's resume is
+            # a claim too, but no crash: approvals and client tools may pause a run once a round.)
             logger.error("run %s: claimed %s times without finishing; failing it", self.run.pk, self.claim)
             self._fail("internal_error", "This run could not be completed; it was stopped after repeated failures.")
             return

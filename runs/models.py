@@ -152,6 +152,8 @@ class Run(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     claims = models.IntegerField(default=0)
+    # Resumed after a pause (the app's outputs, a person's decisions): each resume is a new claim that no crash made.
+    resumes = models.IntegerField(default=0)
     # Until when someone follows the run's events (an event stream, a wait): the engine wakes them (Redis PUBLISH)
     # only then; a run nobody follows costs no wake-up. Set by the follower before it looks (runs/run_events.py).
     followed_until = models.DateTimeField(null=True, blank=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from agents.models import Agent, AgentVersion
@@ -23,7 +24,7 @@ from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
 from kagent.models import ApiKey, Project
 from runs import run_events, session_events, transitions, truth
 from runs import store as run_store
-from runs.approvals import APPROVE_TOOL_CALLS, expire_approvals_if_due
+from runs.approvals import APPROVE_TOOL_CALLS, approvals_closed, expire_approvals_if_due
 from runs.engine import client_output_shown
 from runs.identity import EndUserClaim, Identity, identity_resolve
 from runs.llm import Message
@@ -538,10 +539,15 @@ def _close_open_calls(run_id: str, now: Any) -> None:
         run_id=run_id,
         status__in=[ToolCall.Status.PENDING, ToolCall.Status.AWAITING_OUTPUT, ToolCall.Status.AWAITING_APPROVAL],
     )
-    closed = list(open_calls.order_by("created_at", "pk").values_list("pk", flat=True))
+    closed = list(open_calls.order_by("created_at", "pk"))
     open_calls.update(status=ToolCall.Status.CANCELLED, finished_at=now)
-    for call_id in closed:
-        run_events.record(run_id, RunEvent.Type.STEP_CREATED, ref=call_id)
+    for call in closed:
+        run_events.record(run_id, RunEvent.Type.STEP_CREATED, ref=call.pk)
+    waited = [call for call in closed if call.status == ToolCall.Status.AWAITING_APPROVAL]
+    if waited:
+        for call in waited:
+            call.status = ToolCall.Status.CANCELLED
+        approvals_closed(Run.objects.get(pk=run_id), waited)
 
 
 def run_cancel(*, run: Run, reason: str = "requested") -> Run:
@@ -629,7 +635,14 @@ def run_submit_tool_outputs(*, run: Run, tool_outputs: list[ToolOutput]) -> Run:
                 status=ToolCall.Status.FAILED if is_error else ToolCall.Status.SUCCEEDED, result=shown, finished_at=now
             )
             run_events.record(locked.pk, RunEvent.Type.STEP_CREATED, ref=call.pk)
-        transitions.transition(locked.pk, transitions.RESUME, required_action=None, expires_at=None, queued_at=now)
+        transitions.transition(
+            locked.pk,
+            transitions.RESUME,
+            required_action=None,
+            expires_at=None,
+            queued_at=now,
+            resumes=F("resumes") + 1,
+        )
         enqueue_run(locked.pk)
     run.refresh_from_db()
     return run

@@ -171,6 +171,7 @@ _RUN_COLUMNS = (
     "usage",
     "pushbacks",
     "claims",
+    "resumes",
     "cancel_requested",
     "status",
     "followed_until",  # the engine streams the answer to a follower (runs/live_answer.py)

@@ -25,7 +25,7 @@ from kagent.errors import ApiError
 from kagent.models import Project
 from runs import approvals, selectors
 from runs.apis import APPROVE_TOOL_CALLS
-from runs.models import Message, Run, Session, ToolCall
+from runs.models import Message, Run, Session
 
 CHART_DAYS = 30
 INBOX_SIZE = 100
@@ -135,9 +135,11 @@ def decide_from_post(request: MemberRequest, run: Run) -> str:
     decision = request.POST.get("decision", "")
     scope = "session" if request.POST.get("scope") == "session" else "once"
     note = request.POST.get("note", "").replace("\r\n", "\n").strip()
-    waiting = ToolCall.objects.filter(run=run, status=ToolCall.Status.AWAITING_APPROVAL).values_list("pk", flat=True)
+    # Exactly the calls the page showed: a call that started waiting since (the run went on and asked again) is
+    # not decided unseen; the service refuses the decision then (decisions_incomplete).
+    shown = request.POST.getlist("call_id")
     body = APPROVE_TOOL_CALLS.parse(
-        {"decisions": [{"call_id": call_id, "decision": decision, "scope": scope, "note": note} for call_id in waiting]}
+        {"decisions": [{"call_id": call_id, "decision": decision, "scope": scope, "note": note} for call_id in shown]}
     )
     user = request.user
     decided_by = approvals.DecidedBy("member", str(user.pk), getattr(user, "name", "") or user.email)

@@ -646,6 +646,8 @@
       this.notice("info", APPROVAL_WAIT);
       return this.follow(runId, lastId, (action.expires_at || 0) * 1000 + MAX_QUIET_MS);
     }
+    // A pause read after it was answered (a replay: the run as it is now) has nothing left to answer.
+    if (closing.type === "run.requires_action" && !run.required_action) return this.follow(runId, lastId);
     if (closing.type === "run.requires_action") return this.answerTools(runId, run).then(function () {
       return self.follow(runId, lastId); // the run goes on after its pause: from the events after it
     });

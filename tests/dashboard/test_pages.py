@@ -94,10 +94,14 @@ def editor_post(agent: Agent, **changes: Any) -> dict[str, Any]:
         if grant.enabled:
             form[f"{grant.path}.enabled"] = "on"
         form[f"{grant.path}.rules"] = grant.rules
+        if grant.approval == "ask" and grant.tool.effect == "action":
+            form[f"{grant.path}.approval"] = "ask"
     for grant in values.http:
         if grant.used:
             form[f"{grant.path}.used"] = "on"
         form[f"{grant.path}.rules"] = grant.rules
+        if grant.approval == "ask" and grant.effect == "action":
+            form[f"{grant.path}.approval"] = "ask"
     form.update(changes)
     return form
 
@@ -1113,3 +1117,35 @@ def test_the_editor_asks_for_approval_on_an_action_and_sets_the_wait(alice):
     assert "f-tools-approval_expires_minutes" in errors_on(response.content.decode())
     agent.refresh_from_db()
     assert agent.config["tools"]["approval_expires_minutes"] == 45
+
+
+def test_a_desk_decision_covers_only_the_calls_the_page_showed(alice, fake_llm):
+    from runs.models import ToolCall
+    from tests.dashboard.test_approvals_browser import waiting
+
+    run, _ = waiting(alice, fake_llm, customer="cust-42", title="Refund 8812", script="stale")
+    [call] = ToolCall.objects.filter(run=run)
+    client = signed_in(alice)
+    stale = client.post(f"/desk/approvals/{run.pk}/", {"decision": "approve", "call_id": "call_seen_before"})
+    assert stale.status_code == 302
+    assert ToolCall.objects.get(pk=call.pk).status == "awaiting_approval"  # nothing decided unseen
+    shown = client.post(f"/desk/approvals/{run.pk}/", {"decision": "approve", "call_id": call.pk}, follow=True)
+    assert "Approved" in shown.content.decode()
+    assert ToolCall.objects.get(pk=call.pk).status == "pending"
+
+
+def test_a_plain_save_keeps_a_switched_off_grant_that_asks_for_approval(alice):
+    tool = order_tool(alice)
+    http_tool_create(
+        project=alice.project,
+        name="refund_order",
+        description="Refund an order.",
+        effect="action",
+        requires_verified_user=tool.requires_verified_user,
+        config=tool.config,
+    )
+    config = {"tools": {"http": [{"tool": "refund_order", "enabled": False, "approval": "ask"}]}}
+    agent = agent_create(project=alice.project, name="Keeps", config=config)
+    before = Agent.objects.get(pk=agent.pk).config
+    assert signed_in(alice).post(f"/agents/{agent.pk}/", editor_post(agent)).status_code == 302
+    assert Agent.objects.get(pk=agent.pk).config["tools"]["http"] == before["tools"]["http"]

@@ -272,3 +272,34 @@ def test_webhooks_say_an_approval_was_requested_and_decided(h: Harness):
 def test_only_actions_can_ask_for_approval(h: Harness, tools):
     response = h.api.post("/v1/agents", {"name": "x", "config": {"tools": tools}}, format="json")
     assert response.status_code == 422 and response.json()["error"]["code"] == "invalid_config"
+
+
+def test_a_run_may_wait_for_a_person_every_round_without_running_out_of_claims(h: Harness):
+    """Each resume after a pause is a claim, but no crash: five rounds that each wait for a decision still end."""
+    action = order_tool(name="refund_order", effect="action", description="Refund the customer's order.")
+    action["config"] = {**action["config"], "method": "POST", "body": {"order": "{{args.order_number}}"}}
+    assert h.api.post("/v1/tools", action, format="json").status_code == 201
+    rounds = [calls(("refund_order", {"order_number": str(8800 + n)})) for n in range(5)]
+    agent = h.agent(
+        "rounds",
+        [*rounds, text("I couldn't refund any of them.")],
+        tools={"http": [{"tool": "refund_order", "approval": "ask"}], "max_tool_rounds": 5},
+    )
+    run = h.run(agent, "refund everything", allow_actions=True, **VERIFIED)
+    for _ in range(5):
+        assert run["status"] == "requires_action", run
+        assert decide(h, run, "deny").status_code == 200
+        run = h.drive(run["id"])
+    assert run["status"] == "completed", run
+    assert Run.objects.get(pk=run["id"]).claims == 6
+
+
+def test_a_superseded_wait_tells_the_webhook_it_was_cancelled(h: Harness):
+    endpoint_create(project=h.tenant.project, url="https://hooks.alice.example/in", event_types=["approval.decided"])
+    agent = h.agent("gone", [calls(("create_ticket", TICKET)), text("ok")], tools=ASK)
+    session = h.session(agent, **VERIFIED)
+    h.run(agent, "ticket", session=session)
+    h.fake.script("gone", [text("Hello again.")])
+    h.run(agent, "never mind", session=session)
+    [decided] = WebhookEvent.objects.filter(type="approval.decided")
+    assert decided.data["status"] == "cancelled" and decided.data["decision"] is None

@@ -70,6 +70,11 @@ def _unknown(call: Mapping[str, Any]) -> dict[str, Any]:
     return {"call_id": call["call_id"], "output": _error_output(detail), "is_error": True}
 
 
+def _awaits_approval(run: KObject) -> bool:
+    action = run.get("required_action") or {}
+    return bool(action.get("type") == "approve_tool_calls")
+
+
 def _calls(run: KObject) -> list[dict[str, Any]]:
     action = run.get("required_action") or {}
     return [dict(call) for call in action.get("tool_calls") or []]
@@ -166,11 +171,13 @@ class SyncRuns(Runs[KObject, Page, Iterator[KObject]]):
     ) -> KObject:
         """Start a run and answer its client-tool calls with `client_tools` (name -> function called with the
         call's arguments as keyword arguments; its return value, JSON, is the output) until the run ends; returns
-        the final run. A function that raises, or a tool name with no function, is answered with `is_error`.
+        the final run. A function that raises, or a tool name with no function, is answered with `is_error`. A run
+        that waits for a person's approval (`required_action.type` `approve_tool_calls`) is returned as it is: decide
+        with `approve_tool_calls`, then wait again.
         `timeout` bounds each wait for the run to settle (RunTimeout), not the whole loop."""
         token = fields.get("end_user_token") or None
         run = self.create_and_wait(timeout=timeout, poll_interval=poll_interval, **fields)
-        while run.status == "requires_action":
+        while run.status == "requires_action" and not _awaits_approval(run):
             outputs = [self._answer(call, client_tools) for call in _calls(run)]
             run = self.submit_tool_outputs(run.id, tool_outputs=outputs, end_user_token=token)
             if run.status not in SETTLED:
@@ -328,7 +335,7 @@ class AsyncRuns(Runs[Awaitable[KObject], Awaitable[Page], AsyncIterator[KObject]
         """As Client.runs.create_and_run; the functions may be async (awaited) or plain."""
         token = fields.get("end_user_token") or None
         run = await self.create_and_wait(timeout=timeout, poll_interval=poll_interval, **fields)
-        while run.status == "requires_action":
+        while run.status == "requires_action" and not _awaits_approval(run):
             outputs = [await self._answer(call, client_tools) for call in _calls(run)]
             run = await self.submit_tool_outputs(run.id, tool_outputs=outputs, end_user_token=token)
             if run.status not in SETTLED:
