@@ -16,7 +16,7 @@ from agents import selectors, services
 from agents.models import KnowledgeSource
 from agents.resources import AGENT, CHECK, CHECK_RUN, KNOWLEDGE_SOURCE, METRICS, VERSION, VERSION_DIFF
 from kagent.api import ProjectApi, paginate, param_time
-from kagent.errors import Conflict, Unprocessable
+from kagent.errors import Unprocessable
 from kagent.inputs import UNSET, Input, is_set
 from kagent.models import Project
 from kagent.openapi import list_of
@@ -215,7 +215,7 @@ CHECK_WRITE = Input(
 )
 
 
-def _check_fields(agent: Any, body: CheckWrite, *, creating: bool) -> dict[str, Any]:
+def check_fields(agent: Any, body: CheckWrite, *, creating: bool) -> dict[str, Any]:
     """The check's fields from the body; with `from_run`, made from that run, what the body gives besides winning."""
     keys = ("name", "input", "end_user", "client_outputs", "expect")
     given = {key: getattr(body, key) for key in keys if is_set(getattr(body, key))}
@@ -312,25 +312,7 @@ class AgentPublishApi(ProjectApi):
     def post(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get(project=self.project, agent_id=agent_id)
         body = PUBLISH.parse(request.data or {})
-        if body.force and not (body.note or "").strip():
-            message = "say in the note why this is published although its checks may fail"
-            raise Unprocessable(
-                "invalid_request", f"$.note: {message}", details=[{"path": "$.note", "message": message}]
-            )
-        failures: list[dict[str, Any]] = []
-        if selectors.check_list(agent=agent).exists():
-            check_run = run_checks.check_run_execute(
-                run_checks.check_run_start(agent=agent, version=None, queue=False).pk
-            )
-            failures = [result for result in check_run.results if not result["passed"]]
-        if failures and not body.force:
-            names = "; ".join(f"{f['name']}: {', '.join(f['problems'])}" for f in failures)
-            raise Conflict(
-                "checks_failed",
-                f"Not published: {len(failures)} check(s) failed. {names}"[:2000],
-                details={"check_run": check_run.pk, "failures": failures},
-            )
-        version = services.agent_publish(agent=agent, note=body.note, check_failures=failures)
+        version = run_checks.publish_checked(agent=agent, note=body.note, force=body.force)
         return Response(VERSION.render(version), status=status.HTTP_201_CREATED)
 
 
@@ -349,7 +331,7 @@ class AgentCheckListCreateApi(ProjectApi):
     def post(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get(project=self.project, agent_id=agent_id)
         body = CHECK_WRITE.parse(request.data, partial=True)
-        check = run_checks.check_create(agent=agent, fields=_check_fields(agent, body, creating=True))
+        check = run_checks.check_create(agent=agent, fields=check_fields(agent, body, creating=True))
         return Response(CHECK.render(check), status=status.HTTP_201_CREATED)
 
 
@@ -365,7 +347,7 @@ class AgentCheckDetailApi(ProjectApi):
         check = selectors.check_get(agent=agent, check_id=check_id)
         body = CHECK_WRITE.parse(request.data, partial=True)
         return Response(
-            CHECK.render(services.check_update(check=check, fields=_check_fields(agent, body, creating=False)))
+            CHECK.render(services.check_update(check=check, fields=check_fields(agent, body, creating=False)))
         )
 
     @extend_schema(operation_id="agents_checks_delete", request=None, responses={200: {"type": "object"}})

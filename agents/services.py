@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DataError, connection, transaction
@@ -152,10 +152,17 @@ def check_update(*, check: Check, fields: dict[str, Any]) -> Check:
 
 @transaction.atomic
 def agent_publish(
-    *, agent: Agent, note: str | None = "", check_failures: list[dict[str, Any]] | None = None
+    *,
+    agent: Agent,
+    note: str | None = "",
+    check_failures: list[dict[str, Any]] | None = None,
+    draft_of: datetime | None = None,
 ) -> AgentVersion:
     """Version n+1: the draft config and copies of every granted HTTP tool and MCP tool as they are now."""
     locked = Agent.objects.select_for_update().get(pk=agent.pk)
+    if draft_of is not None and locked.updated_at != draft_of:
+        # Its checks ran on an earlier draft: what would be published now was never checked.
+        raise Conflict("draft_changed", "The draft changed while its checks ran. Publish again to check this draft.")
     config = validate_config(locked.config)
     mcp = mcp_granted(project_id=locked.project_id, grants=config["tools"]["mcp"])
     granted = [grant["tool"] for grant in config["tools"]["http"]]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -20,11 +21,12 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from agents.models import Agent, AgentVersion, Check, CheckRun
+from agents.services import agent_publish
 from kagent import broker
-from kagent.errors import NotFound, Unprocessable
+from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
 from runs import engine
 from runs.identity import EndUserClaim
-from runs.models import Run, ToolCall
+from runs.models import Run, Session, ToolCall
 from runs.services import panel_session_create, run_create
 
 logger = logging.getLogger(__name__)
@@ -32,6 +34,7 @@ logger = logging.getLogger(__name__)
 MAX_CHECKS = 50
 EXECUTE_TASK = "runs.check_run_execute"
 RUN_WAIT_S = 900.0  # a check's run another worker took: how long to wait for it
+CHECK_RUN_STALE = timedelta(hours=3)  # longer than any check run can take (the task's time limit is 30 minutes)
 SETTLED = (*Run.TERMINAL, Run.Status.REQUIRES_ACTION)
 
 
@@ -55,7 +58,7 @@ def check_from_run(*, agent: Agent, run_id: str, name: str | None) -> dict[str, 
     called = ToolCall.objects.filter(run=run, status=ToolCall.Status.SUCCEEDED).order_by("round", "index")
     end_user = None
     if run.end_user is not None:
-        end_user = {"external_id": run.end_user.external_id, "traits": run.end_user.traits or {}}
+        end_user = {"external_id": run.end_user.external_id}
     return {
         "name": (name or f"From {run.pk}")[:200],
         "input": run.input,
@@ -63,6 +66,31 @@ def check_from_run(*, agent: Agent, run_id: str, name: str | None) -> dict[str, 
         "client_outputs": {},
         "expect": {"tools_called": list(dict.fromkeys(call.name for call in called))},
     }
+
+
+# --- publishing ---------------------------------------------------------------------------------------------------
+
+
+def publish_checked(*, agent: Agent, note: str | None, force: bool = False) -> AgentVersion:
+    """Publishes the draft once its checks pass (run here, concurrently, when it has any): a failure is 409
+    `checks_failed` naming each failing check and why, unless `force` (with a note), which publishes and records
+    `forced` and the failures on the version."""
+    if force and not (note or "").strip():
+        message = "say in the note why this is published although its checks may fail"
+        raise Unprocessable("invalid_request", f"$.note: {message}", details=[{"path": "$.note", "message": message}])
+    failures: list[dict[str, Any]] = []
+    checked = Agent.objects.only("updated_at").get(pk=agent.pk).updated_at  # the draft the checks run on
+    if Check.objects.filter(agent=agent).exists():
+        check_run = check_run_execute(check_run_start(agent=agent, version=None, queue=False).pk)
+        failures = [result for result in check_run.results if not result["passed"]]
+        if failures and not force:
+            said = "; ".join(f"{f['name']}: {', '.join(f['problems'])}" for f in failures)
+            raise Conflict(
+                "checks_failed",
+                f"Not published: {len(failures)} check(s) failed. {said}"[:2000],
+                details={"check_run": check_run.pk, "failures": failures},
+            )
+    return agent_publish(agent=agent, note=note, check_failures=failures, draft_of=checked)
 
 
 # --- running them -----------------------------------------------------------------------------------------------
@@ -93,15 +121,37 @@ def check_run_execute(check_run_id: str) -> CheckRun:
         return check_run
     checks = list(Check.objects.filter(agent=check_run.agent).order_by("created_at", "pk"))
     concurrency = max(1, int(getattr(settings, "KAGENT_CHECK_CONCURRENCY", 4)))
-    if concurrency == 1 or len(checks) <= 1:
-        results = [_result_of(check_run, check) for check in checks]
-    else:
-        with ThreadPoolExecutor(max_workers=min(concurrency, len(checks)), thread_name_prefix="check") as pool:
-            results = list(pool.map(lambda check: _in_thread(check_run, check), checks))
-    status = CheckRun.Status.PASSED if all(result["passed"] for result in results) else CheckRun.Status.FAILED
-    CheckRun.objects.filter(pk=check_run.pk).update(results=results, status=status, finished_at=timezone.now())
+    try:
+        if concurrency == 1 or len(checks) <= 1:
+            results = [_result_of(check_run, check) for check in checks]
+        else:
+            with ThreadPoolExecutor(max_workers=min(concurrency, len(checks)), thread_name_prefix="check") as pool:
+                results = list(pool.map(lambda check: _in_thread(check_run, check), checks))
+        status = CheckRun.Status.PASSED if all(result["passed"] for result in results) else CheckRun.Status.FAILED
+    except Exception:  # never left running: failed, with what is known (the sweep ends one a dead process left)
+        logger.exception("check run %s failed", check_run.pk)
+        results, status = [_unfinished(check) for check in checks], CheckRun.Status.FAILED
+    CheckRun.objects.filter(pk=check_run.pk, status=CheckRun.Status.RUNNING).update(
+        results=results, status=status, finished_at=timezone.now()
+    )
     check_run.refresh_from_db()
     return check_run
+
+
+def _unfinished(check: Check) -> dict[str, Any]:
+    return {"check": check.pk, "name": check.name, "passed": False, "problems": ["it did not finish"], "run": None}
+
+
+def check_runs_expire(*, older_than: timedelta = CHECK_RUN_STALE) -> int:
+    """Check runs still `running` long after any could finish (their process died): failed, each check unfinished."""
+    stale = CheckRun.objects.filter(status=CheckRun.Status.RUNNING, created_at__lt=timezone.now() - older_than)
+    ended = 0
+    for check_run in stale.select_related("agent")[:100]:
+        results = [_unfinished(check) for check in Check.objects.filter(agent=check_run.agent)]
+        ended += CheckRun.objects.filter(pk=check_run.pk, status=CheckRun.Status.RUNNING).update(
+            status=CheckRun.Status.FAILED, results=results, finished_at=timezone.now()
+        )
+    return ended
 
 
 def _in_thread(check_run: CheckRun, check: Check) -> dict[str, Any]:
@@ -117,9 +167,12 @@ def _result_of(check_run: CheckRun, check: Check) -> dict[str, Any]:
         runs = _converse(check_run, check)
     except Exception as exc:  # a check that can't run fails, and says why; the others go on
         logger.exception("check %s of %s could not run", check.pk, check_run.pk)
-        message = exc.message if isinstance(exc, Unprocessable) else "it could not run"
+        message = exc.message if isinstance(exc, ApiError) else "it could not run"
         return {"check": check.pk, "name": check.name, "passed": False, "problems": [message], "run": None}
     problems = check_problems(check, runs)
+    turns = check.input if isinstance(check.input, list) else [check.input]
+    if len(runs) < len(turns):
+        problems.append(f"the conversation was handed to the team after turn {len(runs)} of {len(turns)}")
     return {"check": check.pk, "name": check.name, "passed": not problems, "problems": problems, "run": runs[-1].pk}
 
 
@@ -128,11 +181,14 @@ def _converse(check_run: CheckRun, check: Check) -> list[Run]:
     agent = check_run.agent
     claim = None
     if check.end_user:
-        claim = EndUserClaim(external_id=check.end_user["external_id"], traits=check.end_user.get("traits") or {})
+        # The customer's stored traits stay as they are (None): a check never rewrites a real customer's record.
+        claim = EndUserClaim(external_id=check.end_user["external_id"], traits=None)
     session = panel_session_create(project=agent.project, agent_id=agent.pk, end_user=claim)
     turns = check.input if isinstance(check.input, list) else [check.input]
-    runs = []
+    runs: list[Run] = []
     for turn in turns:
+        if runs and Session.objects.filter(pk=session.pk, status=Session.Status.HANDED_OFF).exists():
+            break  # the team holds the conversation now: the check's later turns are for them (check_problems)
         run = run_create(
             project=agent.project,
             api_key=None,

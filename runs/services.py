@@ -332,8 +332,8 @@ def run_create(
     what = _what_runs(project, agent_id, version, sandbox, check=check_options is not None)
     identity = identity_resolve(project=project, api_key=api_key, end_user=end_user, end_user_token=end_user_token)
     if version is None and not sandbox and what.agent.traffic:
-        # The business's split: the same conversation, else the same end user, always lands on the same version.
-        sticky = session_id or (identity.end_user.external_id if identity.end_user is not None else None)
+        # The business's split: the same end user, else the same conversation, always lands on the same version.
+        sticky = (f"eu:{identity.end_user.external_id}" if identity.end_user is not None else None) or session_id
         what = _split(what, sticky)
     options = _RunOptions(
         store,
@@ -520,6 +520,10 @@ def _new_run(
         check_options=options.check_options,
     )
     run.rate_key = _rate_key(run.pk, identity, session, options.api_key, options.client_ip, options.sandbox)
+    if options.check_options is not None:
+        # A check's runs count against their check run alone: repeated checks of one customer are not that
+        # customer's traffic, and don't use up each other's per-customer limits.
+        run.rate_key = f"check:{options.check_options.get('check_run', run.pk)}"
     return run
 
 

@@ -23,7 +23,9 @@ def execute_run(run_id: str) -> None:
 
 @shared_task(name="runs.sweep", max_retries=0, time_limit=120, ignore_result=True)
 def sweep() -> dict[str, int]:
-    return services.run_sweep()
+    counts = services.run_sweep()
+    counts["check_runs_ended"] = checks.check_runs_expire()  # a check run whose process died
+    return counts
 
 
 @shared_task(name="runs.check_run_execute", max_retries=0, time_limit=1800, ignore_result=True)

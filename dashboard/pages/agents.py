@@ -8,6 +8,7 @@ Every write parses with the API's own `Input` and calls the API's service, so th
 from __future__ import annotations
 
 import zoneinfo
+from datetime import timedelta
 from functools import cache
 from typing import Any
 
@@ -15,18 +16,22 @@ from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 
 from agents import selectors, services
-from agents.apis import AGENT_WRITE, PUBLISH
-from agents.models import Agent
+from agents.apis import AGENT_WRITE, CHECK_WRITE, PUBLISH, check_fields
+from agents.models import Agent, CheckRun
 from dashboard import editor
 from dashboard.access import MemberRequest, member_page
 from dashboard.pages.panel import panel_context
 from dashboard.problems import Problems, problems_from
 from dashboard.tool_form import number_or_text
+from kagent import throttle
 from kagent.errors import ApiError
 from kagent.merge_patch import merge_patch_between
 from kagent.secrets import secret_list
+from runs import checks
+from runs import selectors as run_selectors
 from tools.selectors import http_tool_list, mcp_server_list
 
 
@@ -96,6 +101,9 @@ def _editor_context(request: MemberRequest, agent: Agent, values: editor.EditorV
         "effects": editor.EFFECTS,
         "time_zones": time_zones(),
         "unpublished": agent.pk in changed,
+        "checks": list(selectors.check_list(agent=agent).order_by("created_at", "pk")),
+        "last_check_run": CheckRun.objects.filter(agent=agent).order_by("-created_at", "-pk").first(),
+        "check_problems": Problems(),
         **panel_context(request, agent),
     }
     context.update(extra)
@@ -164,11 +172,14 @@ def agent_actions_paused(request: MemberRequest, agent_id: str) -> HttpResponse:
 @member_page("POST")
 def agent_publish(request: MemberRequest, agent_id: str) -> HttpResponse:
     agent = selectors.agent_get(project=request.project, agent_id=agent_id)
+    failures: list[dict[str, Any]] = []
     try:
-        body = PUBLISH.parse({"note": request.POST.get("note", "")})
-        version = services.agent_publish(agent=agent, note=body.note)
+        body = PUBLISH.parse({"note": request.POST.get("note", ""), "force": request.POST.get("force") == "on"})
+        version = checks.publish_checked(agent=agent, note=body.note, force=body.force)
     except ApiError as exc:
         problems = problems_from(exc, ["$.note"])
+        if exc.code == "checks_failed" and isinstance(exc.details, dict):
+            failures = list(exc.details.get("failures") or [])
         values = editor.values_from_config(
             name=agent.name,
             description=agent.description,
@@ -176,9 +187,27 @@ def agent_publish(request: MemberRequest, agent_id: str) -> HttpResponse:
             tools=_tools(request),
             servers=_servers(request),
         )
-        context = _editor_context(request, agent, values, publish_problems=problems)
-        return render(request, "dashboard/agent.html", context, status=422)
-    messages.success(request, f"Published version {version.number}. Runs without a pinned version use it now.")
+        context = _editor_context(
+            request,
+            agent,
+            values,
+            publish_problems=problems,
+            check_failures=failures,
+            publish_note=request.POST.get("note", ""),
+        )
+        return render(request, "dashboard/agent.html", context, status=409 if failures else 422)
+    if version.forced:
+        messages.warning(
+            request, f"Published version {version.number} although {len(version.check_failures)} check(s) failed."
+        )
+    else:
+        agent.refresh_from_db(fields=["traffic"])
+        if agent.traffic:
+            messages.success(
+                request, f"Published version {version.number}. Runs follow the traffic split until you change it."
+            )
+        else:
+            messages.success(request, f"Published version {version.number}. Runs without a pinned version use it now.")
     return redirect("dashboard:agent-versions", agent_id=agent.pk)
 
 
@@ -215,9 +244,20 @@ def agent_versions(request: MemberRequest, agent_id: str) -> HttpResponse:
     if before != "" and after != "":
         assert not isinstance(before, str) and not isinstance(after, str)
         diff = selectors.version_diff(agent=agent, before=before, after=after)
+    since = timezone.now() - timedelta(days=run_selectors.METRICS_DEFAULT_DAYS)
+    weights = {entry["version"]: entry["weight"] for entry in agent.traffic or []}
+    rows = [
+        {
+            "version": version,
+            "weight": weights.get(version.number, 0),
+            "figures": run_selectors.version_metrics(agent=agent, version=version, since=since),
+        }
+        for version in versions
+    ]
     context = {
         "agent": agent,
         "versions": versions,
+        "rows": rows,
         "diff": diff,
         "compare_from": "draft" if before is None else before,
         "compare_to": "draft" if after is None else after,
@@ -236,3 +276,122 @@ def agent_version_restore(request: MemberRequest, agent_id: str, number: int) ->
         f"The draft is version {number}'s config again. Check it in the test panel, then publish to make it live.",
     )
     return redirect(reverse("dashboard:agent", kwargs={"agent_id": agent.pk}))
+
+
+# --- checks (SPEC §4 "Checks and traffic") -----------------------------------------------------------------------
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.replace(",", "\n").splitlines() if line.strip()]
+
+
+@member_page("POST")
+def agent_check_add(request: MemberRequest, agent_id: str) -> HttpResponse:
+    """A check from the form: the customer's message(s), what the answer must say, the tools it must call."""
+    agent = selectors.agent_get(project=request.project, agent_id=agent_id)
+    post = request.POST
+    turns = [line for line in post.get("input", "").replace("\r\n", "\n").split("\n") if line.strip()]
+    expect: dict[str, Any] = {}
+    for key in ("output_contains", "output_not_contains", "tools_called", "tools_not_called"):
+        values = (
+            _lines(post.get(key, ""))
+            if key.startswith("tools")
+            else [line.strip() for line in post.get(key, "").replace("\r\n", "\n").split("\n") if line.strip()]
+        )
+        if values:
+            expect[key] = values
+    try:
+        body = CHECK_WRITE.parse(
+            {
+                "name": post.get("name", "").strip(),
+                "input": turns[0] if len(turns) == 1 else turns,
+                "expect": expect,
+                **({"end_user": {"external_id": post["customer"].strip()}} if post.get("customer", "").strip() else {}),
+            },
+            partial=True,
+        )
+        checks.check_create(agent=agent, fields=check_fields(agent, body, creating=True))
+    except ApiError as exc:
+        messages.error(request, f"The check was not added: {exc.message}")
+    else:
+        messages.success(request, "Check added. Run the checks to see it pass.")
+    return redirect(reverse("dashboard:agent", kwargs={"agent_id": agent.pk}) + "#checks")
+
+
+@member_page("POST")
+def agent_check_from_run(request: MemberRequest, agent_id: str, run_id: str) -> HttpResponse:
+    """A check made from a test-panel answer: its message, its customer, the tools it called."""
+    agent = selectors.agent_get(project=request.project, agent_id=agent_id)
+    try:
+        checks.check_create(agent=agent, fields=checks.check_from_run(agent=agent, run_id=run_id, name=None))
+    except ApiError as exc:
+        messages.error(request, f"The check was not added: {exc.message}")
+    else:
+        messages.success(request, "Kept as a check: the same message must call the same tools again.")
+    return redirect(reverse("dashboard:agent", kwargs={"agent_id": agent.pk}) + "#checks")
+
+
+@member_page("POST")
+def agent_check_delete(request: MemberRequest, agent_id: str, check_id: str) -> HttpResponse:
+    agent = selectors.agent_get(project=request.project, agent_id=agent_id)
+    selectors.check_get(agent=agent, check_id=check_id).delete()
+    messages.success(request, "Check deleted.")
+    return redirect(reverse("dashboard:agent", kwargs={"agent_id": agent.pk}) + "#checks")
+
+
+@member_page("POST")
+def agent_checks_run(request: MemberRequest, agent_id: str) -> HttpResponse:
+    """Runs every check against the draft now (the page waits for them), and shows the results."""
+    agent = selectors.agent_get(project=request.project, agent_id=agent_id)
+    try:
+        throttle.dashboard_action(request.project.pk, request.user.pk)
+        check_run = checks.check_run_start(agent=agent, version=None, queue=False)
+        if check_run.status == CheckRun.Status.RUNNING:
+            check_run = checks.check_run_execute(check_run.pk)
+    except ApiError as exc:
+        messages.error(request, exc.message)
+    else:
+        failed = [r for r in check_run.results if not r["passed"]]
+        if failed:
+            messages.error(request, f"{len(failed)} of {len(check_run.results)} checks failed.")
+        else:
+            messages.success(request, f"All {len(check_run.results)} checks passed.")
+    return redirect(reverse("dashboard:agent", kwargs={"agent_id": agent.pk}) + "#checks")
+
+
+# --- traffic and rollback ----------------------------------------------------------------------------------------
+
+
+@member_page("POST")
+def agent_traffic(request: MemberRequest, agent_id: str) -> HttpResponse:
+    """The split of runs over published versions (weights per version), or none (`clear`)."""
+    agent = selectors.agent_get(project=request.project, agent_id=agent_id)
+    traffic: list[dict[str, Any]] | None = None
+    if request.POST.get("action") != "clear":
+        traffic = []
+        for version in selectors.version_list(agent=agent):
+            weight = number_or_text(request.POST.get(f"weight.{version.number}", "").strip() or "0")
+            if weight != 0:
+                traffic.append({"version": version.number, "weight": weight})
+    try:
+        body = AGENT_WRITE.parse({"traffic": traffic}, partial=True)
+        services.agent_update(agent=agent, traffic=body.traffic)
+    except ApiError as exc:
+        messages.error(request, f"The split was not changed: {exc.message}")
+    else:
+        messages.success(
+            request, "The split applies to the next runs." if traffic else "No split: runs use the latest version."
+        )
+    return redirect("dashboard:agent-versions", agent_id=agent.pk)
+
+
+@member_page("POST")
+def agent_rollback(request: MemberRequest, agent_id: str, number: int) -> HttpResponse:
+    agent = selectors.agent_get(project=request.project, agent_id=agent_id)
+    try:
+        services.agent_rollback(agent=agent, version=number)
+    except ApiError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Rolled back: every run that pins no version runs version {number} now.")
+    return redirect("dashboard:agent-versions", agent_id=agent.pk)

@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from agents.models import Agent, KnowledgeSource
+from agents.models import Agent, Check, KnowledgeSource
 from agents.services import agent_create, agent_publish, knowledge_source_create
 from dashboard import urls as dashboard_urls
 from desk.models import Handoff, Ticket
@@ -934,8 +934,10 @@ def alices_things(alice: Tenant, fake_llm: Any) -> dict[str, str]:
     )
     source = knowledge_source_create(project=alice.project, title="Alice's returns", content="# Returns\n\n30 days.")
     server = McpServer.objects.create(project=alice.project, name="shop", url="https://mcp.alice.example/mcp")
+    check = Check.objects.create(project=alice.project, agent=agent, name="Alice's check", input="hi")
     return {
         "server_id": server.pk,
+        "check_id": check.pk,
         "source_id": source.pk,
         "endpoint_id": endpoint.pk,
         "delivery_id": delivery.pk,
@@ -1064,6 +1066,14 @@ def test_another_organizations_objects_are_a_404_on_every_page_and_htmx_endpoint
         "mcp-server",
         "mcp-server-refresh",
         "mcp-server-delete",
+        "agent-rollback",
+        "agent-traffic",
+        "agent-check-add",
+        "agent-checks-run",
+        "agent-check-from-run",
+        "agent-check-delete",
+        "approval-decide",
+        "panel-approve",
     }
     endpoint = WebhookEndpoint.objects.get(pk=alices_things["endpoint_id"])
     assert endpoint.enabled and endpoint.previous_secret_ciphertext is None
@@ -1075,6 +1085,8 @@ def test_another_organizations_objects_are_a_404_on_every_page_and_htmx_endpoint
     assert KnowledgeSource.objects.get(pk=alices_things["source_id"]).content == "# Returns\n\n30 days."
     assert Run.objects.get(pk=alices_things["run_id"]).status == "requires_action"
     assert list(McpServer.objects.values_list("name", "url")) == before["servers"]
+    assert Check.objects.filter(project=alice.project).count() == 1
+    assert Agent.objects.get(pk=alices_things["agent_id"]).traffic is None
     # Lists show none of alice's things.
     for path in (
         "/agents/",

@@ -185,3 +185,58 @@ def test_checks_run_concurrently_each_in_its_own_conversation(alice, fake_llm, s
     assert result["status"] == "passed", result
     sessions = {Run.objects.get(pk=r["run"]).session_id for r in result["results"]}
     assert len(sessions) == 4
+
+
+@pytest.mark.django_db
+def test_a_check_never_rewrites_a_real_customers_traits_and_counts_against_its_own_bucket(h: Harness):
+    agent = support_agent(h, "traits", publish=True)
+    h.fake.script("traits", [text("Hello.")] * 10)
+    h.run(agent, "hi", **VERIFIED)  # the real customer cust-42, tier gold
+    add_check(h, agent, name="As cust-42", expect={}, end_user={"external_id": "cust-42", "traits": {"tier": "x"}})
+    result = run_checks(h, agent)
+    assert result["status"] == "passed", result
+    from runs.models import EndUser
+
+    assert EndUser.objects.get(project=h.tenant.project, external_id="cust-42").traits == {"tier": "gold"}
+    check_run = Run.objects.get(pk=result["results"][0]["run"])
+    assert check_run.rate_key == f"check:{result['id']}"
+
+
+@pytest.mark.django_db
+def test_a_draft_changed_while_its_checks_ran_is_not_published(h: Harness, monkeypatch):
+    agent = support_agent(h, "race")
+    add_check(h, agent, expect={})
+    h.fake.script("race", [text("Hello.")] * 10)
+    original = checks.check_run_execute
+
+    def meanwhile(check_run_id: str):
+        ran = original(check_run_id)
+        # Someone saves the draft while the checks run.
+        assert (
+            h.api.patch(f"/v1/agents/{agent}", {"config": {"instructions": "Unchecked."}}, format="json").status_code
+            == 200
+        )
+        return ran
+
+    monkeypatch.setattr(checks, "check_run_execute", meanwhile)
+    response = h.api.post(f"/v1/agents/{agent}/publish", {}, format="json")
+    assert response.status_code == 409 and response.json()["error"]["code"] == "draft_changed"
+    assert h.api.get(f"/v1/agents/{agent}/versions").json()["data"] == []
+
+
+@pytest.mark.django_db
+def test_a_check_run_is_never_left_running(h: Harness, monkeypatch):
+    agent = support_agent(h, "broken")
+    add_check(h, agent)
+
+    def broken(check_run: Any, check: Any) -> Any:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(checks, "_result_of", broken)
+    result = run_checks(h, agent)
+    assert result["status"] == "failed" and result["results"][0]["problems"] == ["it did not finish"]
+    # One a dead process left running: ended by the sweep.
+    stale = CheckRun.objects.create(project_id=h.tenant.project.pk, agent_id=agent, status="running")
+    CheckRun.objects.filter(pk=stale.pk).update(created_at=stale.created_at - checks.CHECK_RUN_STALE)
+    assert checks.check_runs_expire() == 1
+    assert CheckRun.objects.get(pk=stale.pk).status == "failed"

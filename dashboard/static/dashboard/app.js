@@ -89,7 +89,10 @@
 
   // Forms that ask first (deleting, rotating).
   document.addEventListener("submit", function (event) {
-    var message = event.target.getAttribute && event.target.getAttribute("data-confirm");
+    // The form's own question, or the one of the button that submitted it (one form, several actions).
+    var button = event.submitter;
+    var message = (button && button.getAttribute("data-confirm")) ||
+      (event.target.getAttribute && event.target.getAttribute("data-confirm"));
     if (message && !window.confirm(message)) event.preventDefault();
   });
 
