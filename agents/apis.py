@@ -64,8 +64,8 @@ AGENT_WRITE = Input(
                 "minLength": 1,
                 "maxLength": 200,
                 "pattern": r"\S",  # linear: one character
-                "x-message": "name is a non-empty string.",
-                "x-messages": {"maxLength": "name is at most 200 characters."},
+                "x-message": "Give the agent a name.",
+                "x-messages": {"maxLength": "The name can be at most 200 characters long."},
             },
             "description": {
                 "type": ["string", "null"],

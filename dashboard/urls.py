@@ -124,6 +124,11 @@ urlpatterns = [
     path("settings/webhooks/<oid:endpoint_id>/enabled/", webhooks.webhook_enabled, name="webhook-enabled"),
     path("settings/webhooks/<oid:endpoint_id>/delete/", webhooks.webhook_delete, name="webhook-delete"),
     path(
+        "settings/webhooks/<oid:endpoint_id>/test/",
+        webhooks.webhook_test,
+        name="webhook-test",
+    ),
+    path(
         "settings/webhooks/<oid:endpoint_id>/deliveries/<oid:delivery_id>/redeliver/",
         webhooks.webhook_redeliver,
         name="webhook-redeliver",

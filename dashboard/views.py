@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from agents.selectors import agent_list
 from dashboard.access import SESSION_KEY, MemberRequest, manager_required, project_required, signed_in_user
 from dashboard.forms import ApiKeyCreateForm, EmailLoginForm, RequestLimitsForm
 from kagent import services
@@ -101,6 +102,11 @@ def _api_keys_page(
         ],
         "form": form,
         "created_key": created_key,
+        # The widget's snippet names an agent: the first published one (the person changes it for another).
+        "snippet_agent": agent_list(project=project)
+        .filter(latest_version_number__isnull=False)
+        .order_by("name")
+        .first(),
         "limits": limits
         or RequestLimitsForm(
             initial={

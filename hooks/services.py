@@ -399,6 +399,8 @@ def _record(
             outcome=result.outcome,
         )
         endpoints = WebhookEndpoint.objects.filter(pk=delivery.endpoint_id)
+        if delivery.event.type == PING:
+            return result  # a test event tells the person; it says nothing of the endpoint's health
         if answer.ok:
             endpoints.update(last_success_at=now, failing_since=None)
         else:
@@ -437,6 +439,31 @@ def _disable_if_failing(delivery: WebhookDelivery, answer: _Answer, now: datetim
         completed_at=now,
     )
     return reason[:500]
+
+
+# --- a test event ------------------------------------------------------------------------------------------------
+
+PING = "ping"
+
+
+def endpoint_send_test(*, endpoint: WebhookEndpoint, client: EgressClient | None = None) -> WebhookDelivery:
+    """A signed `ping` event sent to the endpoint now, once: in its delivery log like any delivery, never retried,
+    and not counted for or against the endpoint's health (it can't disable it, nor mark it recovered)."""
+    if not endpoint.enabled:
+        raise Conflict("endpoint_disabled", "This endpoint is disabled: enable it first, then send a test event.")
+    now = timezone.now()
+    event = WebhookEvent.objects.create(
+        project_id=endpoint.project_id,
+        type=PING,
+        object_id=endpoint.pk,
+        data={"endpoint": endpoint.pk, "message": "A test event from K-Agent: your endpoint is reachable and signed."},
+    )
+    delivery = WebhookDelivery.objects.create(
+        project_id=endpoint.project_id, endpoint=endpoint, event=event, manual=True, next_attempt_at=now
+    )
+    delivery_attempt(delivery_id=delivery.pk, client=client)
+    delivery.refresh_from_db()
+    return delivery
 
 
 # --- manual redelivery ------------------------------------------------------------------------------------------

@@ -119,3 +119,24 @@ def webhook_redeliver(request: MemberRequest, endpoint_id: str, delivery_id: str
     else:
         messages.success(request, f"Sending {delivery.event_id} again, with the same webhook-id.")
     return redirect("dashboard:webhook", endpoint_id=endpoint.pk)
+
+
+@member_page("POST")
+def webhook_test(request: MemberRequest, endpoint_id: str) -> HttpResponse:
+    """Send test event: a signed `ping`, sent now, once, in the endpoint's delivery log."""
+    manager_required(request)
+    endpoint = selectors.endpoint_get(project=request.project, endpoint_id=endpoint_id)
+    try:
+        throttle.dashboard_action(request.project.pk, request.user.pk)
+        delivery = services.endpoint_send_test(endpoint=endpoint)
+    except ApiError as exc:
+        messages.error(request, exc.message)
+    else:
+        if delivery.status == delivery.Status.SUCCEEDED:
+            messages.success(
+                request, f"Test event delivered (HTTP {delivery.last_status_code}), signed: see the log below."
+            )
+        else:
+            got = f"HTTP {delivery.last_status_code}" if delivery.last_status_code else delivery.last_error_code
+            messages.error(request, f"The test event was not accepted ({got}): see the log below.")
+    return redirect("dashboard:webhook", endpoint_id=endpoint.pk)

@@ -72,3 +72,67 @@ def waited(since: datetime | None) -> str:
     if timezone.now() - since < timedelta(minutes=1):
         return "under a minute"
     return timesince(since)
+
+
+# --- what changed between two versions, for people ---------------------------------------------------------------
+
+_LABELS = {
+    "$.config.instructions": "Instructions",
+    "$.config.model": "Model",
+    "$.config.variables": "Variables",
+    "$.config.tools.enabled": "Tools switched on",
+    "$.config.tools.max_tool_rounds": "Max tool rounds",
+    "$.config.tools.allow_anonymous_actions": "Anonymous actions",
+    "$.config.tools.approval_expires_minutes": "Approval wait",
+    "$.config.business_hours": "Business hours",
+}
+_PARTS = {"builtin": "Built-in tool", "http": "HTTP tool", "mcp": "MCP tool", "client": "Client tool"}
+MAX_DIFF_WORDS = 2000  # longer texts are shown whole, before and after
+
+
+@register.filter
+def change_label(path: str) -> str:
+    """A diff's JSON path as a person reads it: `$.config.tools.builtin.create_ticket.rules` -> "Built-in tool
+    create_ticket: rules"."""
+    for prefix, label in _LABELS.items():
+        if path == prefix:
+            return label
+        if path.startswith(prefix + "."):
+            return f"{label}: {path.removeprefix(prefix + '.').replace('.', ' ')}"
+    for kind, label in _PARTS.items():
+        prefix = f"$.config.tools.{kind}"
+        if path.startswith(prefix):
+            rest = path.removeprefix(prefix).lstrip(".")
+            name, _, field = rest.removeprefix("[").partition("]") if rest.startswith("[") else rest.partition(".")
+            field = field.lstrip(".")
+            return f"{label} {name}" + (f": {field.replace('.', ' ')}" if field else "")
+    if path.startswith("$.http_tools."):
+        return f"HTTP tool {path.removeprefix('$.http_tools.').replace('.', ' ', 1)} (its definition)"
+    if path.startswith("$.mcp_tools."):
+        return f"MCP tool {path.removeprefix('$.mcp_tools.').replace('.', ' ', 1)} (as listed)"
+    return path.removeprefix("$.config.").removeprefix("$.")
+
+
+@register.simple_tag
+def word_diff(before: Any, after: Any) -> SafeString:
+    """Two texts with what changed marked: removed words in <del>, added ones in <ins> (escaped). Empty when either is
+    not text or they are too long to compare word by word."""
+    import difflib
+
+    from django.utils.html import escape
+
+    if not isinstance(before, str) or not isinstance(after, str):
+        return mark_safe("")
+    old, new = before.split(" "), after.split(" ")
+    if len(old) + len(new) > MAX_DIFF_WORDS:
+        return mark_safe("")
+    out: list[str] = []
+    for op, a1, a2, b1, b2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if op == "equal":
+            out.append(escape(" ".join(old[a1:a2])))
+            continue
+        if a2 > a1:
+            out.append(f"<del>{escape(' '.join(old[a1:a2]))}</del>")
+        if b2 > b1:
+            out.append(f"<ins>{escape(' '.join(new[b1:b2]))}</ins>")
+    return mark_safe(" ".join(out))  # noqa: S308  (every piece escaped above)

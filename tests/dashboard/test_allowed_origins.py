@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from agents.services import agent_create, agent_publish
 from kagent.models import ApiKey
 from tests.dashboard.test_pages import member_of, signed_in
 
@@ -57,7 +58,13 @@ def test_a_new_publishable_key_comes_with_the_widgets_snippet(alice):
     page = signed_in(alice).post("/settings/api-keys/", {"kind": "publishable", "name": "website"}).content.decode()
     raw = page.split('id="new-key" class="key">')[1].split("<")[0]
     assert raw.startswith("ka_pk_")
-    assert '/widget.js" data-key="<em>this key</em>" data-agent="agt_…" async&gt;' in page
-    assert page.count(raw) == 1  # the key itself is shown once, where it can be copied
+    # The snippet to paste, with this key filled in (no agent is published yet: its place is marked).
+    assert f'/widget.js" data-key="{raw}" data-agent="agt_…" async&gt;' in page
+    assert 'data-copy="#widget-snippet"' in page and 'data-copy="#new-key"' in page
+    assert page.count(raw) == 2  # the key, and the snippet: both on this page only
+    agent = agent_create(project=alice.project, name="Front desk", config={})
+    agent_publish(agent=agent, note="")
+    page = signed_in(alice).post("/settings/api-keys/", {"kind": "publishable", "name": "site 2"}).content.decode()
+    assert f'data-agent="{agent.pk}" async&gt;' in page and "Put Front desk on your website" in page
     secret = signed_in(alice).post("/settings/api-keys/", {"kind": "secret", "name": "server"}).content.decode()
-    assert 'data-key="<em>this key</em>"' not in secret
+    assert 'id="widget-snippet"' not in secret

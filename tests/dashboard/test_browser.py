@@ -282,7 +282,7 @@ def test_a_business_configures_tests_publishes_and_watches_an_agent(
     page.get_by_role("button", name="Filter").click()
     expect(page.locator("#runs-table tbody tr")).to_have_count(3)
     screenshot(page, "desktop-runs")
-    page.locator("#runs-table tbody tr", has_text="panel-order").get_by_role("link").click()
+    page.locator("#runs-table tbody tr", has_text="panel-order").get_by_role("link").first.click()
     page.wait_for_url(re.compile(r"/runs/run_[0-9a-z]{26}/$"))
     assert page.url.endswith(f"/runs/{Run.objects.get(input__contains='panel-order').pk}/")
     expect(page.locator("#run-live")).to_contain_text("completed")

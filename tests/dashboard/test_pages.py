@@ -198,7 +198,7 @@ def test_new_agent_then_the_editor_saves_the_whole_draft(alice):
         ({"$.tools.max_tool_rounds": "²"}, "$.tools.max_tool_rounds", "must be of type integer"),
         ({"$.tools.max_tool_rounds": "9" * 5000}, "$.tools.max_tool_rounds", "must be of type integer"),
         ({"$.tools.max_tool_rounds": "-1"}, "$.tools.max_tool_rounds", "must be at least 1"),
-        ({"$.name": "  "}, "$.name", "name is a non-empty string."),
+        ({"$.name": "  "}, "$.name", "Give the agent a name."),
         (
             {"$.tools.builtin.create_ticket.rules": "x" * 4001},
             "$.tools.builtin.create_ticket.rules",
@@ -1161,3 +1161,36 @@ def test_a_plain_save_keeps_a_switched_off_grant_that_asks_for_approval(alice):
     before = Agent.objects.get(pk=agent.pk).config
     assert signed_in(alice).post(f"/agents/{agent.pk}/", editor_post(agent)).status_code == 302
     assert Agent.objects.get(pk=agent.pk).config["tools"]["http"] == before["tools"]["http"]
+
+
+# --- a business owner's first day (issue 31) ------------------------------------------------------------------------
+
+
+def test_the_version_diff_names_what_changed_and_marks_the_words(alice):
+    agent = agent_create(project=alice.project, name="Front desk", config={"instructions": "Be kind and brief."})
+    client = signed_in(alice)
+    assert client.post(f"/agents/{agent.pk}/publish/", {"note": "first"}).status_code == 302
+    client.post(f"/agents/{agent.pk}/", editor_post(agent, **{"$.instructions": "Be kind, warm and brief."}))
+    body = client.get(f"/agents/{agent.pk}/versions/?from=1&to=draft").content.decode()
+    assert "<strong>Instructions</strong>" in body
+    assert "<del>kind</del> <ins>kind, warm</ins>" in body and "brief." in body
+
+
+def test_a_tool_test_call_that_sent_nothing_says_so(alice):
+    client = signed_in(alice)  # no ORDERS_TOKEN secret: the header can't be filled
+    page = client.post("/tools/test-call/", tool_form(**{"$.sample.arguments.order_number": "8812"})).content.decode()
+    assert 'id="test-not-sent"' in page and "Nothing was sent" in page
+    assert "The call was signed" not in page
+
+
+def test_the_runs_list_shows_each_answer_and_links_its_input(alice, fake_llm):
+    fake_llm.script("list", [text("Your order ships tomorrow.")])
+    agent = agent_create(
+        project=alice.project, name="Lister", config={"model": {"provider": "openai_compatible", "name": "script:list"}}
+    )
+    agent_publish(agent=agent, note="")
+    run = run_create(project=alice.project, api_key=None, agent_id=agent.pk, text="where is my order?")
+    engine.run_execute(run.pk)
+    body = signed_in(alice).get("/runs/").content.decode()
+    assert "Your order ships tomorrow." in body
+    assert f'<a href="/runs/{run.pk}/">where is my order?</a>' in body

@@ -388,3 +388,25 @@ def test_a_pause_answered_before_its_webhook_left_still_tells_what_was_asked(hk,
     assert [body["data"]["status"] for _, body in got] == ["requires_action", "requires_action"]
     asked = [[call["call_id"] for call in body["data"]["required_action"]["tool_calls"]] for _, body in got]
     assert asked == [[first["call_id"]], [second["call_id"]]]
+
+
+def test_a_test_event_is_signed_logged_once_and_says_nothing_of_the_endpoints_health(hk, upstream):
+    """The dashboard's Send test event (issue 31): a signed ping in the delivery log, not retried, not counted."""
+    from tests.dashboard.test_pages import signed_in
+
+    endpoint = create_endpoint(hk.api, upstream, types=["ticket.created"])
+    client = signed_in(hk.tenant)
+    page = client.post(f"/settings/webhooks/{endpoint.id}/test/", follow=True).content.decode()
+    assert "Test event delivered (HTTP 200)" in page
+    [(request, body)] = received(upstream)
+    assert body["type"] == "ping" and verify(request, endpoint.secret) == body
+    [delivery] = WebhookDelivery.objects.filter(endpoint_id=endpoint.id)
+    assert delivery.status == "succeeded" and delivery.attempts == 1
+    assert WebhookEndpoint.objects.get(pk=endpoint.id).last_success_at is None  # not the endpoint's health
+    # An endpoint that refuses it: one attempt, no retry, and the endpoint isn't marked failing.
+    upstream.respond("hook", status=500, json_body={"no": True})
+    page = client.post(f"/settings/webhooks/{endpoint.id}/test/", follow=True).content.decode()
+    assert "The test event was not accepted (HTTP 500)" in page
+    failed = WebhookDelivery.objects.filter(endpoint_id=endpoint.id, status="failed").get()
+    assert failed.attempts == 1 and failed.next_attempt_at is None
+    assert WebhookEndpoint.objects.get(pk=endpoint.id).failing_since is None

@@ -87,6 +87,32 @@
   });
   showChosen();
 
+  // Copy buttons next to what is shown once (keys, secrets): the text of the element `data-copy` names.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-copy]");
+    if (!button) return;
+    var source = document.querySelector(button.getAttribute("data-copy"));
+    if (!source) return;
+    var text = source.textContent.trim();
+    var done = function () {
+      button.textContent = "Copied";
+      button.setAttribute("aria-live", "polite");
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, function () { selectText(source); });
+    } else {
+      selectText(source); // http:// on another host: the text selected, for Ctrl-C
+      try { if (document.execCommand("copy")) done(); } catch (e) { /* selected: the person copies it */ }
+    }
+  });
+  function selectText(node) {
+    var range = document.createRange();
+    range.selectNodeContents(node);
+    var selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+  }
+
   // Forms that ask first (deleting, rotating).
   document.addEventListener("submit", function (event) {
     // The form's own question, or the one of the button that submitted it (one form, several actions).
