@@ -18,6 +18,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 
+from agents.config import validate_config
 from agents.models import Agent
 from agents.selectors import agent_get
 from dashboard.access import MemberRequest, member_page
@@ -31,6 +32,8 @@ from runs.approvals import APPROVE_TOOL_CALLS
 from runs.identity import EndUserClaim
 from runs.models import Run, Session
 from tools.builtins import all_builtins
+from tools.selectors import http_tool_list, mcp_granted
+from tools.toolset import ToolSetFacts, tool_set_build
 
 # Built-ins whose real effect in a sandbox run is a test object: say so next to the call.
 TEST_OBJECTS = {tool.name: tool.test_object for tool in all_builtins() if tool.test_object}
@@ -112,6 +115,29 @@ def _session(request: MemberRequest, state: dict[str, Any]) -> Session | None:
         return None
 
 
+def anonymous_left_out(request: MemberRequest, agent: Agent) -> list[str]:
+    """The draft's action tools an anonymous customer is not offered (anonymous actions off), by name."""
+    config = validate_config(agent.config)
+    if config["tools"].get("allow_anonymous_actions") or not config["tools"].get("enabled", True):
+        return []
+    http_tools = {t.name: t.definition() for t in http_tool_list(project=request.project)}
+    mcp = mcp_granted(project_id=request.project.pk, grants=config["tools"].get("mcp", []))
+
+    def offered(verified: bool) -> set[str]:
+        facts = ToolSetFacts(
+            one_shot=False,
+            allow_actions=False,
+            verified=verified,
+            actions_paused=agent.actions_paused,
+            store=True,
+            has_searchable_knowledge=True,
+        )
+        built = tool_set_build(config=config, http_tools=http_tools, mcp_tools=mcp.definitions, facts=facts)
+        return {spec.name for spec in built}
+
+    return sorted(offered(True) - offered(False))
+
+
 def panel_context(request: MemberRequest, agent: Agent, **extra: Any) -> dict[str, Any]:
     """What the panel shows: the conversation so far, one turn per run, and the send form's settings."""
     state = _state(request, agent)
@@ -126,6 +152,7 @@ def panel_context(request: MemberRequest, agent: Agent, **extra: Any) -> dict[st
         "panel_session": session,
         "panel_customer": session.end_user.external_id if session and session.end_user else state.get("customer", ""),
         "panel_real": bool(state.get("real")),
+        "panel_left_out": anonymous_left_out(request, agent) if session is None else [],
         "panel_problems": Problems(),
         "panel_message": "",
         "panel_focus": False,

@@ -1194,3 +1194,14 @@ def test_the_runs_list_shows_each_answer_and_links_its_input(alice, fake_llm):
     body = signed_in(alice).get("/runs/").content.decode()
     assert "Your order ships tomorrow." in body
     assert f'<a href="/runs/{run.pk}/">where is my order?</a>' in body
+
+
+def test_the_test_panel_names_the_actions_an_anonymous_customer_is_not_offered(alice):
+    tools = {"builtin": {"create_ticket": {"enabled": True}}}
+    agent = agent_create(project=alice.project, name="Panel", config={"tools": tools})
+    page = signed_in(alice).get(f"/agents/{agent.pk}/").content.decode()
+    assert '<strong id="panel-left-out">then <code>create_ticket</code> is not offered</strong>' in page
+    open_to_all = agent_create(
+        project=alice.project, name="Open", config={"tools": {**tools, "allow_anonymous_actions": True}}
+    )
+    assert 'id="panel-left-out"' not in signed_in(alice).get(f"/agents/{open_to_all.pk}/").content.decode()
