@@ -14,7 +14,7 @@ from rest_framework.response import Response
 
 from agents import selectors, services
 from agents.models import KnowledgeSource
-from agents.resources import AGENT, CHECK, CHECK_RUN, KNOWLEDGE_SOURCE, METRICS, VERSION, VERSION_DIFF
+from agents.resources import AGENT, CHECK, CHECK_RUN, GREETING, KNOWLEDGE_SOURCE, METRICS, VERSION, VERSION_DIFF
 from kagent.api import ProjectApi, paginate, param_time
 from kagent.errors import Unprocessable
 from kagent.inputs import UNSET, Input, is_set
@@ -71,8 +71,8 @@ AGENT_WRITE = Input(
                 "type": ["string", "null"],
                 "maxLength": 1000,
                 "default": "",
-                "x-message": "description is a string.",
-                "x-messages": {"maxLength": "description is at most 1000 characters."},
+                "x-message": "The description is text.",
+                "x-messages": {"maxLength": "The description can be at most 1000 characters long."},
             },
             "config": {
                 "type": "object",
@@ -80,7 +80,7 @@ AGENT_WRITE = Input(
                 "description": "The draft config (the AgentConfig schema). On PATCH, a JSON merge patch (RFC 7396) "
                 "applied to the draft; the result is validated whole.",
                 "x-code": "invalid_config",
-                "x-message": "$: config must be a JSON object",
+                "x-message": "The agent's settings (config) must be a JSON object.",
             },
             "actions_paused": {
                 "type": "boolean",
@@ -128,7 +128,7 @@ PUBLISH = Input(
                 "type": ["string", "null"],
                 "maxLength": 1000,
                 "default": "",
-                "x-message": "note is a string of at most 1000 characters.",
+                "x-message": "The note can be at most 1000 characters long.",
             },
             "force": {
                 "type": "boolean",
@@ -161,7 +161,13 @@ CHECK_WRITE = Input(
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "name": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},  # linear: one character
+            "name": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 200,
+                "pattern": r"\S",  # linear: one character
+                "x-message": "Give the check a name of at most 200 characters.",
+            },
             "input": {
                 "anyOf": [
                     {"type": "string", "minLength": 1, "maxLength": 20000},
@@ -189,6 +195,7 @@ CHECK_WRITE = Input(
                 "maxProperties": 32,
                 "default": {},
                 "description": "{client tool name: the output the app would give}",
+                "x-message": "client_outputs is a JSON object of at most 32 client tool names and their outputs.",
             },
             "expect": {
                 "type": "object",
@@ -208,6 +215,7 @@ CHECK_WRITE = Input(
                 "type": "string",
                 "maxLength": 100,
                 "description": "make the check from a run of this agent: its input, end user and the tools it called",
+                "x-message": "from_run is the id of a run of this agent.",
             },
         },
     },
@@ -244,6 +252,7 @@ CHECK_RUN_INPUT = Input(
                 "type": ["integer", "null"],
                 "minimum": 1,
                 "description": "a published version to check; default (null) the draft",
+                "x-message": "version is the number of a published version, or null for the draft.",
             }
         },
     },
@@ -298,6 +307,22 @@ class AgentDetailApi(ProjectApi):
         agent = selectors.agent_get(project=self.project, agent_id=agent_id)
         services.agent_delete(agent=agent)
         return Response({"id": agent.id, "object": "agent", "deleted": True})
+
+
+class AgentGreetingApi(ProjectApi):
+    # The chat widget asks for it when a customer opens the chat: a publishable key may (it is public words).
+    publishable_allowed = True
+
+    @extend_schema(
+        operation_id="agents_greeting",
+        description="The greeting of the agent's published version (the one most traffic goes to), for a chat "
+        "to show before the customer writes. A publishable key may read it. 409 `not_published` before the first "
+        "publish.",
+        responses={200: GREETING.ref},
+    )
+    def get(self, request: Request, agent_id: str) -> Response:
+        agent = selectors.agent_get(project=self.project, agent_id=agent_id)
+        return Response(GREETING.render(selectors.greeting_version(agent=agent)))
 
 
 class AgentPublishApi(ProjectApi):
@@ -482,7 +507,7 @@ KNOWLEDGE_SOURCE_WRITE = Input(
                 "minLength": 1,
                 "maxLength": 200,
                 "pattern": r"\S",  # linear: one character
-                "x-message": "title is a non-empty string of at most 200 characters.",
+                "x-message": "Give the source a title of at most 200 characters.",
             },
             "kind": {
                 "enum": ["text", "api"],
@@ -497,7 +522,7 @@ KNOWLEDGE_SOURCE_WRITE = Input(
                 "pattern": r"\S",  # linear: one character
                 "default": None,
                 "description": "text sources: Markdown, split into passages by headings and paragraphs",
-                "x-message": f"content is a non-empty string of at most {MAX_KNOWLEDGE_CONTENT} characters.",
+                "x-message": f"Write the content: text of at most {MAX_KNOWLEDGE_CONTENT:,} characters.",
             },
             "url": {
                 "type": ["string", "null"],
@@ -507,7 +532,7 @@ KNOWLEDGE_SOURCE_WRITE = Input(
                 "description": "api sources: https://host[:443|8443]/path, fetched (GET, signed like tool calls) "
                 "through the outbound client",
                 "x-code": "invalid_url",
-                "x-message": "url is an https:// URL of at most 2048 characters.",
+                "x-message": "Give the URL to fetch: an https:// address of at most 2048 characters.",
             },
             "response": {
                 "type": ["object", "null"],
@@ -533,7 +558,7 @@ KNOWLEDGE_SOURCE_WRITE = Input(
                 "maximum": 10080,
                 "default": None,
                 "description": "api sources: minutes between fetches, 15 to 10080 (a week); default 60",
-                "x-message": "refresh_minutes is a whole number of minutes from 15 to 10080.",
+                "x-message": "Refresh it every so many minutes: a whole number from 15 to 10080 (a week).",
             },
             "searchable": {"type": "boolean", "default": True, "x-message": "searchable is true or false."},
         },

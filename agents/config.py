@@ -18,11 +18,19 @@ from tools.schema_bounds import SCHEMA_TOO_COMPLEX, tenant_schema_problem
 from tools.validation import MCP_TOOL_SEPARATOR, MODEL_TOOL_NAME_RE, TOOL_NAME_RULES, mcp_tool_name
 
 RULES_MAX = 4000
+GREETING_MAX = 500
 # SPEC §5 "Approvals": an action's grant may ask a person first; the wait ends after this many minutes (per agent).
-APPROVAL: dict[str, Any] = {"enum": ["ask", "never"]}
+APPROVAL: dict[str, Any] = {"enum": ["ask", "never"], "x-message": "approval is ask or never."}
 APPROVAL_EXPIRES_DEFAULT = 30
 APPROVAL_EXPIRES_MAX = 24 * 60
 SECRET_NAME_PATTERN = r"^[A-Z][A-Z0-9_]{0,63}(?!\n)$"
+RULES: dict[str, Any] = {
+    "type": "string",
+    "maxLength": RULES_MAX,
+    "x-message": f"Rules are text of at most {RULES_MAX} characters.",
+}
+ENABLED: dict[str, Any] = {"type": "boolean", "x-message": "enabled is true or false."}
+EFFECT: dict[str, Any] = {"enum": ["read", "action"], "x-message": "The effect is read or action."}
 
 AGENT_CONFIG_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -30,48 +38,121 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "instructions": {"type": "string", "maxLength": 20000},
+        "instructions": {
+            "type": "string",
+            "maxLength": 20000,
+            "x-message": "The instructions can be at most 20,000 characters long.",
+        },
+        # What the chat widget shows a customer who opens it, before anyone writes (issue 31): the business's words,
+        # published with the version like the rest of the config; never sent to the model.
+        "greeting": {
+            "type": "string",
+            "maxLength": GREETING_MAX,
+            "x-message": f"The greeting can be at most {GREETING_MAX} characters long.",
+        },
         "model": {
             "type": "object",
             "additionalProperties": False,
             "required": ["provider"],
             "properties": {
-                "provider": {"enum": ["openai_compatible", "anthropic", "demo"]},
-                "name": {"type": "string", "maxLength": 200},
+                "provider": {
+                    "enum": ["openai_compatible", "anthropic", "demo"],
+                    "x-message": "Choose a provider: openai_compatible, anthropic or demo.",
+                },
+                "name": {"type": "string", "maxLength": 200, "x-message": "A model name is at most 200 characters."},
                 # linear: anchored literal
-                "base_url": {"type": "string", "pattern": "^https://", "maxLength": 2048},
-                "api_key_secret": {"type": "string", "pattern": SECRET_NAME_PATTERN},
-                "temperature": {"type": "number", "minimum": 0, "maximum": 2},
-                "max_output_tokens": {"type": "integer", "minimum": 1, "maximum": 32000},
+                "base_url": {
+                    "type": "string",
+                    "pattern": "^https://",
+                    "maxLength": 2048,
+                    "x-message": "The base URL is an https:// address of at most 2048 characters.",
+                },
+                "api_key_secret": {
+                    "type": "string",
+                    "pattern": SECRET_NAME_PATTERN,
+                    "x-message": "The API key secret is the name of one of your secrets, like OPENAI_KEY "
+                    "(capital letters, digits and _).",
+                },
+                "temperature": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 2,
+                    "x-message": "The temperature is a number from 0 to 2.",
+                },
+                "max_output_tokens": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 32000,
+                    "x-message": "The longest answer is a whole number of tokens from 1 to 32,000.",
+                },
             },
             "dependentRequired": {"base_url": ["api_key_secret"]},
+            "x-messages": {
+                "required": "Choose a model provider.",
+                "dependentRequired": "A model on your own base URL needs the API key secret to call it with.",
+                "additionalProperties": "The model settings are provider, name, base_url, api_key_secret, "
+                "temperature and max_output_tokens.",
+                "type": "The model settings are a JSON object.",
+            },
         },
         "variables": {
             "type": "object",
             "maxProperties": 50,
             # linear: anchored, one class, bounded
-            "propertyNames": {"pattern": r"^[a-z][a-z0-9_]{0,63}(?!\n)$"},
-            "additionalProperties": {"type": "string", "maxLength": 1000},
+            "propertyNames": {
+                "pattern": r"^[a-z][a-z0-9_]{0,63}(?!\n)$",
+                "x-message": "A variable name starts with a lower-case letter and has only lower-case letters, "
+                "digits and _ (at most 64), like shop_name.",
+            },
+            "additionalProperties": {
+                "type": "string",
+                "maxLength": 1000,
+                "x-message": "A variable's value is text of at most 1000 characters.",
+            },
+            "x-messages": {
+                "maxProperties": "An agent has at most 50 variables.",
+                "type": "The variables are a JSON object of names and values.",
+            },
         },
         "tools": {
             "type": "object",
             "additionalProperties": False,
             "properties": {
-                "enabled": {"type": "boolean"},
-                "max_tool_rounds": {"type": "integer", "minimum": 1, "maximum": 5},
-                "allow_anonymous_actions": {"type": "boolean"},
-                "approval_expires_minutes": {"type": "integer", "minimum": 1, "maximum": APPROVAL_EXPIRES_MAX},
+                "enabled": {"type": "boolean", "x-message": "tools.enabled is true or false."},
+                "max_tool_rounds": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 5,
+                    "x-message": "Max tool rounds is a whole number from 1 to 5.",
+                },
+                "allow_anonymous_actions": {
+                    "type": "boolean",
+                    "x-message": "tools.allow_anonymous_actions is true or false.",
+                },
+                "approval_expires_minutes": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": APPROVAL_EXPIRES_MAX,
+                    "x-message": f"The approval wait is a whole number of minutes from 1 to {APPROVAL_EXPIRES_MAX} "
+                    "(a day).",
+                },
                 "builtin": {
                     "type": "object",
-                    "propertyNames": {"enum": sorted(BUILTIN_NAMES)},
+                    "propertyNames": {
+                        "enum": sorted(BUILTIN_NAMES),
+                        "x-message": f"The built-in tools are {', '.join(sorted(BUILTIN_NAMES))}.",
+                    },
                     "additionalProperties": {
                         "type": "object",
                         "additionalProperties": False,
-                        "properties": {
-                            "enabled": {"type": "boolean"},
-                            "rules": {"type": "string", "maxLength": RULES_MAX},
-                            "approval": APPROVAL,
+                        "properties": {"enabled": ENABLED, "rules": RULES, "approval": APPROVAL},
+                        "x-messages": {
+                            "additionalProperties": "A built-in tool's grant has enabled, rules and approval.",
+                            "type": "A built-in tool's grant is a JSON object.",
                         },
+                    },
+                    "x-messages": {
+                        "type": "tools.builtin is a JSON object of built-in tool names and their grants.",
                     },
                 },
                 "http": {
@@ -82,12 +163,25 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                         "additionalProperties": False,
                         "required": ["tool"],
                         "properties": {
-                            # linear: anchored, one class, bounded
-                            "tool": {"type": "string", "pattern": r"^[a-z][a-z0-9_]{0,29}(?!\n)$"},
-                            "enabled": {"type": "boolean"},
-                            "rules": {"type": "string", "maxLength": RULES_MAX},
+                            "tool": {
+                                "type": "string",
+                                # linear: anchored, one class, bounded
+                                "pattern": r"^[a-z][a-z0-9_]{0,29}(?!\n)$",
+                                "x-message": "tool is the name of one of your HTTP tools.",
+                            },
+                            "enabled": ENABLED,
+                            "rules": RULES,
                             "approval": APPROVAL,
                         },
+                        "x-messages": {
+                            "required": "Each HTTP tool grant names its tool.",
+                            "additionalProperties": "An HTTP tool's grant has tool, enabled, rules and approval.",
+                            "type": "An HTTP tool's grant is a JSON object.",
+                        },
+                    },
+                    "x-messages": {
+                        "maxItems": "An agent can use at most 32 HTTP tools.",
+                        "type": "tools.http is a list of grants.",
                     },
                 },
                 "mcp": {
@@ -98,16 +192,37 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                         "additionalProperties": False,
                         "required": ["server", "tool"],
                         "properties": {
-                            # linear: anchored, one class, bounded
-                            "server": {"type": "string", "pattern": r"^[a-z][a-z0-9_]{0,19}(?!\n)$"},
-                            # linear: anchored, one class, bounded (the full name's rules are checked below)
-                            "tool": {"type": "string", "pattern": r"^[a-z0-9_]{1,62}(?!\n)$"},
-                            "enabled": {"type": "boolean"},
-                            "effect": {"enum": ["read", "action"]},
-                            "requires_verified_user": {"type": "boolean"},
-                            "rules": {"type": "string", "maxLength": RULES_MAX},
+                            "server": {
+                                "type": "string",
+                                # linear: anchored, one class, bounded
+                                "pattern": r"^[a-z][a-z0-9_]{0,19}(?!\n)$",
+                                "x-message": "server is the name of one of your MCP servers.",
+                            },
+                            "tool": {
+                                "type": "string",
+                                # linear: anchored, one class, bounded (the full name's rules are checked below)
+                                "pattern": r"^[a-z0-9_]{1,62}(?!\n)$",
+                                "x-message": "tool is the name of a tool your MCP server lists.",
+                            },
+                            "enabled": ENABLED,
+                            "effect": EFFECT,
+                            "requires_verified_user": {
+                                "type": "boolean",
+                                "x-message": "requires_verified_user is true or false.",
+                            },
+                            "rules": RULES,
                             "approval": APPROVAL,
                         },
+                        "x-messages": {
+                            "required": "Each MCP tool grant names its server and its tool.",
+                            "additionalProperties": "An MCP tool's grant has server, tool, enabled, effect, "
+                            "requires_verified_user, rules and approval.",
+                            "type": "An MCP tool's grant is a JSON object.",
+                        },
+                    },
+                    "x-messages": {
+                        "maxItems": "An agent can use at most 32 tools of MCP servers.",
+                        "type": "tools.mcp is a list of grants.",
                     },
                 },
                 "client": {
@@ -118,15 +233,44 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                         "additionalProperties": False,
                         "required": ["name", "description"],
                         "properties": {
-                            # linear: anchored, one class, bounded
-                            "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,47}(?!\\n)$"},
-                            "description": {"type": "string", "minLength": 1, "maxLength": 1000},
-                            "parameters": {"type": "object"},
-                            "effect": {"enum": ["read", "action"]},
-                            "rules": {"type": "string", "maxLength": RULES_MAX},
+                            "name": {
+                                "type": "string",
+                                # linear: anchored, one class, bounded
+                                "pattern": "^[a-z][a-z0-9_]{0,47}(?!\\n)$",
+                                "x-message": "A client tool's name starts with a lower-case letter and has only "
+                                "lower-case letters, digits and _ (at most 48), like open_cart.",
+                            },
+                            "description": {
+                                "type": "string",
+                                "minLength": 1,
+                                "maxLength": 1000,
+                                "x-message": "Describe the client tool, in at most 1000 characters: the model "
+                                "reads it to know when to use it.",
+                            },
+                            "parameters": {
+                                "type": "object",
+                                "x-message": "A client tool's parameters are a JSON Schema object.",
+                            },
+                            "effect": EFFECT,
+                            "rules": RULES,
+                        },
+                        "x-messages": {
+                            "required": "A client tool needs a name and a description.",
+                            "additionalProperties": "A client tool has name, description, parameters, effect and "
+                            "rules.",
+                            "type": "A client tool is a JSON object.",
                         },
                     },
+                    "x-messages": {
+                        "maxItems": "An agent can have at most 32 client tools.",
+                        "type": "tools.client is a list of client tools.",
+                    },
                 },
+            },
+            "x-messages": {
+                "additionalProperties": "The tool settings are enabled, max_tool_rounds, allow_anonymous_actions, "
+                "approval_expires_minutes, builtin, http, mcp and client.",
+                "type": "The tool settings are a JSON object.",
             },
         },
         "business_hours": {
@@ -134,7 +278,11 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
             "additionalProperties": False,
             "required": ["timezone"],
             "properties": {
-                "timezone": {"type": "string", "maxLength": 64},
+                "timezone": {
+                    "type": "string",
+                    "maxLength": 64,
+                    "x-message": "The time zone is a name like Asia/Riyadh or Europe/Paris.",
+                },
                 "weekly": {
                     "type": "array",
                     "maxItems": 50,
@@ -143,22 +291,60 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                         "additionalProperties": False,
                         "required": ["day", "open", "close"],
                         "properties": {
-                            "day": {"enum": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]},
-                            # linear: anchored, fixed length
-                            "open": {"type": "string", "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9](?!\\n)$"},
-                            # linear: anchored, fixed length
-                            "close": {"type": "string", "pattern": "^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)(?!\\n)$"},
+                            "day": {
+                                "enum": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"],
+                                "x-message": "The day is one of mon, tue, wed, thu, fri, sat, sun.",
+                            },
+                            "open": {
+                                "type": "string",
+                                # linear: anchored, fixed length
+                                "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9](?!\\n)$",
+                                "x-message": "Write the opening time as HH:MM, from 00:00 to 23:59.",
+                            },
+                            "close": {
+                                "type": "string",
+                                # linear: anchored, fixed length
+                                "pattern": "^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)(?!\\n)$",
+                                "x-message": "Write the closing time as HH:MM, from 00:01 to 24:00.",
+                            },
                         },
+                        "x-messages": {
+                            "required": "Each opening period has a day, an opening and a closing time.",
+                            "additionalProperties": "An opening period has day, open and close.",
+                            "type": "An opening period is a JSON object.",
+                        },
+                    },
+                    "x-messages": {
+                        "maxItems": "At most 50 opening periods a week.",
+                        "type": "The weekly hours are a list of opening periods.",
                     },
                 },
                 "closed_dates": {
                     "type": "array",
                     "maxItems": 366,
-                    # linear: anchored, fixed length
-                    "items": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}(?!\\n)$"},
+                    "items": {
+                        "type": "string",
+                        # linear: anchored, fixed length
+                        "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}(?!\\n)$",
+                        "x-message": "Write each closed date as YYYY-MM-DD, like 2027-01-01.",
+                    },
+                    "x-messages": {
+                        "maxItems": "At most 366 closed dates.",
+                        "type": "The closed dates are a list of dates.",
+                    },
                 },
             },
+            "x-messages": {
+                "required": "Business hours need a time zone.",
+                "additionalProperties": "Business hours have timezone, weekly and closed_dates.",
+                "type": "Business hours are a JSON object.",
+            },
         },
+    },
+    "x-messages": {
+        "additionalProperties": "The agent's settings are instructions, greeting, model, variables, tools and "
+        "business_hours.",
+        "type": "The agent's settings (config) must be a JSON object.",
     },
 }
 
@@ -181,7 +367,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
 
 
 def _invalid(path: str, message: str) -> Unprocessable:
-    return Unprocessable("invalid_config", f"{path}: {message}", details=[{"path": path, "message": message}])
+    return Unprocessable("invalid_config", message, details=[{"path": path, "message": message}])
 
 
 def _conflict(path: str, message: str) -> Unprocessable:
@@ -207,8 +393,8 @@ def operator_model_refusal(model: dict[str, Any]) -> str | None:
         return None
     listed = ", ".join(offered) if offered else "none (leave the name out for the default)"
     return (
-        f"{name!r} is not a model this service offers on its own endpoint (offered: {listed}); "
-        "to use another, give the agent its own model.base_url and model.api_key_secret"
+        f"{name[:200]!r} is not a model this service offers (offered: {listed}). To use another, give the agent "
+        "your own base URL and API key secret."
     )
 
 
@@ -218,26 +404,26 @@ def _check_approvals(tools: dict[str, Any]) -> None:
     for name, grant in tools["builtin"].items():
         tool = builtin_get(name)
         if grant.get("approval") == "ask" and tool is not None and tool.effect != Effect.ACTION:
-            raise _invalid(f"$.tools.builtin.{name}.approval", f"{name} is not an action: it never waits for approval")
+            raise _invalid(
+                f"$.tools.builtin.{name}.approval", f"{name} is not an action, so it never waits for approval."
+            )
     for index, grant in enumerate(tools["mcp"]):
         if grant.get("approval") == "ask" and grant["effect"] != Effect.ACTION:
-            raise _invalid(f"$.tools.mcp[{index}].approval", "only an action (effect: action) can wait for approval")
+            raise _invalid(f"$.tools.mcp[{index}].approval", "Only an action (effect: action) can wait for approval.")
 
 
 def validate_config(config: Any) -> dict[str, Any]:
     """Validates a whole draft config and returns it with defaults filled in. Raises Unprocessable."""
     if not isinstance(config, dict):
-        raise _invalid("$", "config must be a JSON object")
+        raise _invalid("$", "The agent's settings (config) must be a JSON object.")
     errors = schema_errors(CONFIG_VALIDATOR, config)
     if errors:
-        raise Unprocessable("invalid_config", f"{errors[0]['path']}: {errors[0]['message']}", details=errors)
+        raise Unprocessable("invalid_config", errors[0]["message"], details=errors)
 
     out: dict[str, Any] = merge_patch(DEFAULT_CONFIG, config)
     refusal = operator_model_refusal(out.get("model") or {})
     if refusal:
-        raise Unprocessable(
-            "model_not_allowed", f"$.model.name: {refusal}", details=[{"path": "$.model.name", "message": refusal}]
-        )
+        raise Unprocessable("model_not_allowed", refusal, details=[{"path": "$.model.name", "message": refusal}])
     tools = out["tools"]
     for index, client in enumerate(tools["client"]):
         client.setdefault("effect", "action")  # seed: a client tool's effect defaults to action
@@ -245,7 +431,7 @@ def validate_config(config: Any) -> dict[str, Any]:
         params = client.setdefault("parameters", {"type": "object", "properties": {}, "additionalProperties": False})
         path = f"$.tools.client[{index}].parameters"
         if params.get("type") != "object":
-            raise _invalid(path, "parameters is a JSON Schema of type object")
+            raise _invalid(path, "A client tool's parameters are a JSON Schema of type object.")
         problem = tenant_schema_problem(params, at=path)
         if problem is not None:
             code = SCHEMA_TOO_COMPLEX if problem.too_complex else "invalid_config"
@@ -293,13 +479,17 @@ def validate_config(config: Any) -> dict[str, Any]:
         try:
             zoneinfo.ZoneInfo(hours["timezone"])
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise _invalid("$.business_hours.timezone", "not a known IANA time zone, like Asia/Riyadh") from None
+            raise _invalid(
+                "$.business_hours.timezone", "That is not a time zone we know: write one like Asia/Riyadh."
+            ) from None
         for index, interval in enumerate(hours.get("weekly", [])):
             if interval["close"] <= interval["open"]:
-                raise _invalid(f"$.business_hours.weekly[{index}]", "close must be after open")
+                raise _invalid(f"$.business_hours.weekly[{index}]", "Each opening period closes after it opens.")
         for index, day in enumerate(hours.get("closed_dates", [])):
             try:
                 datetime.date.fromisoformat(day)
             except ValueError:
-                raise _invalid(f"$.business_hours.closed_dates[{index}]", "not a calendar date") from None
+                raise _invalid(
+                    f"$.business_hours.closed_dates[{index}]", f"{day} is not a date on the calendar."
+                ) from None
     return out

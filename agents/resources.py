@@ -39,6 +39,21 @@ AGENT: Resource[Agent] = Resource(
     },
 )
 
+# What the chat widget reads before a customer writes: the published greeting, nothing else of the agent (a
+# publishable key may read it; it is meant for every visitor of the site).
+GREETING: Resource[AgentVersion] = Resource(
+    "AgentGreeting",
+    {
+        "object": Const("agent_greeting"),
+        "agent": Field({"type": "string"}, lambda v: v.agent_id),
+        "version": Field({"type": "integer", "description": "the published version it comes from"}, "number"),
+        "greeting": Field(
+            {"type": ["string", "null"], "description": "the agent's greeting; null when it has none"},
+            lambda v: (v.config.get("greeting") or "").strip() or None,
+        ),
+    },
+)
+
 METRICS: Resource[dict[str, Any]] = Resource(
     "AgentVersionMetrics",
     {

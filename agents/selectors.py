@@ -11,7 +11,7 @@ from agents.diff import Change, Snapshot, snapshot_diff
 from agents.knowledge import index
 from agents.knowledge.terms import query_terms
 from agents.models import Agent, AgentVersion, Check, CheckRun, KnowledgeSource
-from kagent.errors import NotFound
+from kagent.errors import Conflict, NotFound
 from kagent.models import Project
 from tools.models import HttpTool
 from tools.selectors import mcp_granted, mcp_servers_named
@@ -36,6 +36,22 @@ def version_get(*, agent: Agent, number: int) -> AgentVersion:
     version = version_list(agent=agent).filter(number=number).first()
     if version is None:
         raise NotFound("This agent has no version with that number.")
+    return version
+
+
+def greeting_version(*, agent: Agent) -> AgentVersion:
+    """The version whose greeting a customer opening the widget sees: the one most of the traffic goes to (after a
+    rollback, the version rolled back to), else the latest. Conflict `not_published` before the first publish, as a
+    run answers."""
+    weights = {int(e["version"]): int(e.get("weight", 0)) for e in agent.traffic or [] if e.get("weight", 0) > 0}
+    versions = version_list(agent=agent)
+    version = None
+    if weights:
+        most = max(weights.items(), key=lambda item: (item[1], item[0]))[0]
+        version = versions.filter(number=most).first()
+    version = version or versions.order_by("-number").first()
+    if version is None:
+        raise Conflict("not_published", "This agent has no published version yet. Publish it first.")
     return version
 
 

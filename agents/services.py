@@ -343,7 +343,8 @@ def knowledge_source_update(
         changes["title"] = title.strip()
     if is_set(content) and content != source.content:
         if not content.strip():
-            raise Unprocessable("invalid_request", "content is a non-empty string.")
+            message = "Write the content: it can't be empty."
+            raise Unprocessable("invalid_request", message, details=[{"path": "$.content", "message": message}])
         changes["content"] = content
     if is_set(searchable) and searchable != source.searchable:
         changes["searchable"] = searchable

@@ -5,6 +5,7 @@ from agents import apis
 urlpatterns = [
     path("agents", apis.AgentListCreateApi.as_view()),
     path("agents/<oid:agent_id>", apis.AgentDetailApi.as_view()),
+    path("agents/<oid:agent_id>/greeting", apis.AgentGreetingApi.as_view()),
     path("agents/<oid:agent_id>/publish", apis.AgentPublishApi.as_view()),
     path("agents/<oid:agent_id>/rollback", apis.AgentRollbackApi.as_view()),
     path("agents/<oid:agent_id>/checks", apis.AgentCheckListCreateApi.as_view()),

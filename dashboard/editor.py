@@ -172,6 +172,7 @@ class EditorValues:
     name: str
     description: str
     instructions: str
+    greeting: str
     model: dict[str, str]
     model_extra: dict[str, Any]  # model settings the form doesn't show (temperature, …), kept as they are
     variables: list[tuple[str, str]]
@@ -192,7 +193,15 @@ class EditorValues:
     @property
     def field_paths(self) -> list[str]:
         """Every config path a field of the form fills: where a refusal can land."""
-        paths = ["$.name", "$.description", "$.instructions", "$.variables", "$.tools.builtin", "$.tools.http"]
+        paths = [
+            "$.name",
+            "$.description",
+            "$.instructions",
+            "$.greeting",
+            "$.variables",
+            "$.tools.builtin",
+            "$.tools.http",
+        ]
         paths += [f"$.model.{key}" for key in MODEL_FIELDS]
         paths += ["$.tools.enabled", "$.tools.max_tool_rounds", "$.tools.allow_anonymous_actions"]
         paths += ["$.tools.approval_expires_minutes"]
@@ -338,6 +347,7 @@ def values_from_config(
         name=name,
         description=description,
         instructions=str(config.get("instructions", "")),
+        greeting=str(config.get("greeting", "")),
         model={key: str(model.get(key, "")) for key in MODEL_FIELDS},
         model_extra={key: value for key, value in model.items() if key not in MODEL_FIELDS},
         variables=list((config.get("variables") or {}).items()),
@@ -412,6 +422,7 @@ def values_from_post(
         name=_text(post, "$.name"),
         description=_text(post, "$.description"),
         instructions=_text(post, "$.instructions"),
+        greeting=_text(post, "$.greeting"),
         model={key: _text(post, f"$.model.{key}").strip() for key in MODEL_FIELDS},
         model_extra={key: value for key, value in old_model.items() if key not in MODEL_FIELDS},
         variables=[(n.strip(), v) for n, v in _rows(post, "$.variables.name", "$.variables.value") if n.strip() or v],
@@ -460,6 +471,8 @@ def config_from_values(values: EditorValues, *, config: Mapping[str, Any]) -> tu
     """The draft config the form asks for, and what could not even be read (JSON that isn't JSON)."""
     problems = Problems()
     out: dict[str, Any] = {"instructions": values.instructions}
+    if values.greeting.strip() or "greeting" in config:
+        out["greeting"] = values.greeting.strip()
     if values.model["provider"]:
         model: dict[str, Any] = dict(values.model_extra)
         model.update({key: value for key, value in values.model.items() if value})
@@ -500,7 +513,7 @@ def config_from_values(values: EditorValues, *, config: Mapping[str, Any]) -> tu
             except json.JSONDecodeError as exc:
                 problems.add(
                     f"$.tools.client[{index}].parameters",
-                    f"parameters is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).",
+                    f"The parameters are not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).",
                 )
         client.append(tool)
     old_tools = config.get("tools") or {}

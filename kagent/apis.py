@@ -41,10 +41,10 @@ SECRET_WRITE = Input(
                 # linear: anchored, one class
                 "pattern": "^[^\\x00-\\x1f\\x7f]+(?!\\n)$",
                 "x-code": "invalid_secret_value",
-                "x-message": "value is a non-empty string.",
+                "x-message": "Give the secret a value.",
                 "x-messages": {
-                    "maxLength": f"value is at most {MAX_VALUE} characters.",
-                    "pattern": "value may not hold control characters or line breaks.",
+                    "maxLength": f"A secret's value can be at most {MAX_VALUE} characters long.",
+                    "pattern": "A secret's value can't hold line breaks or other control characters.",
                 },
             },
             "allowed_hosts": {
@@ -54,9 +54,9 @@ SECRET_WRITE = Input(
                 "items": {"type": "string", "pattern": HOSTNAME_RE.pattern},
                 "description": "the host names this secret may be sent to",
                 "x-code": "invalid_allowed_hosts",
-                "x-message": "allowed_hosts is required: the host names this secret may be sent to.",
+                "x-message": "Name at least one host this secret may be sent to, like api.example.com.",
                 "x-messages": {
-                    "maxItems": f"At most {MAX_HOSTS} allowed hosts.",
+                    "maxItems": f"A secret can have at most {MAX_HOSTS} allowed hosts.",
                     "items": "Each allowed host is a lower-case host name like api.example.com (no scheme, port or "
                     "path).",
                 },

@@ -26,7 +26,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from kagent.errors import ApiError, Unprocessable
-from kagent.validation import short_message
+from kagent.validation import short_message, strip_extensions
 
 T = TypeVar("T")
 
@@ -53,18 +53,6 @@ UNSET: Any = _Unset()
 
 def is_set(value: Any) -> bool:
     return value is not UNSET
-
-
-_EXTENSIONS = ("x-code", "x-message", "x-messages")
-
-
-def _strip_extensions(schema: Any) -> Any:
-    """The schema as jsonschema and the OpenAPI document see it (our `x-` keys are for this module only)."""
-    if isinstance(schema, dict):
-        return {k: _strip_extensions(v) for k, v in schema.items() if k not in _EXTENSIONS}
-    if isinstance(schema, list):
-        return [_strip_extensions(item) for item in schema]
-    return schema
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,14 +92,14 @@ class Input(Generic[T]):
 
     def __init__(self, schema: dict[str, Any], into: Callable[..., T]) -> None:
         self.raw_schema = schema
-        self.schema: dict[str, Any] = _strip_extensions(schema)
+        self.schema: dict[str, Any] = strip_extensions(schema)
         Draft202012Validator.check_schema(self.schema)
         self.into = into
         self.closed = schema.get("additionalProperties") is False
         required = set(schema.get("required", ()))
         self.code = str(schema.get("x-code", "invalid_request"))
         self.properties = tuple(
-            _Property(name, prop, Draft202012Validator(_strip_extensions(prop)), name in required, self.code)
+            _Property(name, prop, Draft202012Validator(strip_extensions(prop)), name in required, self.code)
             for name, prop in schema.get("properties", {}).items()
         )
         if dataclasses.is_dataclass(into):

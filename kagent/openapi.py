@@ -8,6 +8,8 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 
+from kagent.validation import strip_extensions
+
 
 class ApiSchema(AutoSchema):
     """An operation's description in the document is what its `extend_schema(description=…)` says, or nothing:
@@ -24,7 +26,7 @@ _EMPTY_IS_UNSET: set[str] = set()
 
 def component(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     """Registers a schema under components/schemas and returns a $ref to it."""
-    _COMPONENTS[name] = {key: value for key, value in schema.items() if key != "$schema"}
+    _COMPONENTS[name] = {key: value for key, value in strip_extensions(schema).items() if key != "$schema"}
     return {"$ref": f"#/components/schemas/{name}"}
 
 

@@ -40,7 +40,12 @@ def _refuse(code: str, message: str, path: str) -> Unprocessable:
 
 def check_secret_name(name: str) -> None:
     if not SECRET_NAME_RE.match(name):
-        raise _refuse("invalid_secret_name", "Secret names match ^[A-Z][A-Z0-9_]{0,63}$, like ORDERS_TOKEN.", "$.name")
+        raise _refuse(
+            "invalid_secret_name",
+            "A secret's name starts with a capital letter and has only capital letters, digits and _ (at most 64), "
+            "like ORDERS_TOKEN.",
+            "$.name",
+        )
 
 
 def secret_put(*, project: Project, name: str, value: str, allowed_hosts: list[str]) -> tuple[Secret, bool]:

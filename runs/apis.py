@@ -683,6 +683,7 @@ SUBMIT_TOOL_OUTPUTS = Input(
                 "type": "string",
                 "description": "a verified end user's token, when a publishable key answers that user's run (or "
                 "the X-End-User-Token header)",
+                "x-message": "end_user_token is a JWT string.",
             },
         },
     },

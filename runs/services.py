@@ -90,13 +90,12 @@ AUTHOR_MAX = 100
 
 def _text(value: str, *, name: str, limit: int) -> str:
     if not value.strip():
-        raise Unprocessable(
-            "invalid_request", f"{name} is a non-empty string.", details=[{"path": f"$.{name}", "message": "empty"}]
-        )
+        message = "Write the message first." if name == "content" else f"{name} can't be empty."
+        raise Unprocessable("invalid_request", message, details=[{"path": f"$.{name}", "message": "empty"}])
     if len(value) > limit:
         raise Unprocessable(
             "input_too_large" if name == "content" else "invalid_request",
-            f"{name} is at most {limit} characters.",
+            f"The {'message' if name == 'content' else name} can be at most {limit:,} characters long.",
             details=[{"path": f"$.{name}", "message": f"at most {limit} characters"}],
         )
     return value

@@ -17,7 +17,7 @@ from kagent.openapi import list_of
 from tools import selectors, services
 from tools.resources import HTTP_TOOL, MCP_SERVER, TOOL_PREVIEW, TOOL_TEST_CALL
 from tools.templating import EndUserIdentity
-from tools.validation import HTTP_TOOL_NAME_RE, MCP_SERVER_NAME_RE
+from tools.validation import HTTP_TOOL_NAME_RE, MCP_SERVER_NAME_MESSAGE, MCP_SERVER_NAME_RE, TOOL_NAME_MESSAGE
 
 
 @dataclass(frozen=True)
@@ -38,12 +38,28 @@ HTTP_TOOL_WRITE = Input(
         "additionalProperties": False,
         "required": ["name", "description", "effect", "config"],
         "properties": {
-            "name": {"type": "string", "pattern": HTTP_TOOL_NAME_RE.pattern, "x-code": "invalid_tool_name"},
-            "description": {"type": "string", "minLength": 1, "maxLength": 1000},
-            "effect": {"enum": ["read", "action"]},
-            "requires_verified_user": {"type": "boolean", "default": False},
+            "name": {
+                "type": "string",
+                "pattern": HTTP_TOOL_NAME_RE.pattern,
+                "x-code": "invalid_tool_name",
+                "x-message": TOOL_NAME_MESSAGE,
+            },
+            "description": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 1000,
+                "x-message": "Describe what the tool does, in at most 1000 characters: the model reads it to know "
+                "when to call it.",
+            },
+            "effect": {"enum": ["read", "action"], "x-message": "The effect is read or action."},
+            "requires_verified_user": {
+                "type": "boolean",
+                "default": False,
+                "x-message": "requires_verified_user is true or false.",
+            },
             "config": {
                 "type": "object",
+                "x-message": "The call's settings (config) are a JSON object.",
                 "description": "An HttpToolConfig. On PATCH, a JSON merge patch (RFC 7396) applied to the config; "
                 "the result is validated whole.",
             },
@@ -233,13 +249,26 @@ MCP_SERVER_WRITE = Input(
         "additionalProperties": False,
         "required": ["name", "url"],
         "properties": {
-            "name": {"type": "string", "pattern": MCP_SERVER_NAME_RE.pattern, "x-code": "invalid_mcp_server_name"},
-            "url": {"type": "string", "minLength": 1, "maxLength": 2048, "description": "https://host[:port]/path"},
+            "name": {
+                "type": "string",
+                "pattern": MCP_SERVER_NAME_RE.pattern,
+                "x-code": "invalid_mcp_server_name",
+                "x-message": MCP_SERVER_NAME_MESSAGE,
+            },
+            "url": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 2048,
+                "description": "https://host[:port]/path",
+                "x-message": "Give the server's URL: https://, at most 2048 characters.",
+            },
             "headers": {
                 "type": "object",
                 "default": {},
                 "maxProperties": 20,
                 "additionalProperties": {"type": "string", "maxLength": 2048},
+                "x-message": "The headers are a JSON object of at most 20 names and values (each value at most "
+                "2048 characters).",
                 "description": "sent with every request; secrets as {{secret.NAME}}, under the secret's "
                 "allowed_hosts. On PATCH, replaces the headers whole.",
             },

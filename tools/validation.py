@@ -70,8 +70,24 @@ RESPONSE_FIELD_SCHEMA: dict[str, Any] = {
     "required": ["path", "label"],
     "additionalProperties": False,
     "properties": {
-        "path": {"type": "string", "minLength": 1, "maxLength": 200},
-        "label": {"type": "string", "minLength": 1, "maxLength": 60},
+        "path": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200,
+            "x-message": "A response field's path names a value of the row, like status or order.total (at most 200 "
+            "characters).",
+        },
+        "label": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 60,
+            "x-message": "A response field's label is the name the model reads, at most 60 characters.",
+        },
+    },
+    "x-messages": {
+        "required": "Each response field has a path and a label.",
+        "additionalProperties": "A response field has path and label.",
+        "type": "A response field is a JSON object: {path, label}.",
     },
 }
 
@@ -80,42 +96,108 @@ TOOL_DEFINITION_SCHEMA: dict[str, Any] = {
     "required": ["name", "description", "effect", "config"],
     "additionalProperties": False,
     "properties": {
-        "name": {"type": "string"},
-        "description": {"type": "string", "minLength": 1, "maxLength": 1000},
-        "effect": {"enum": ["read", "action"]},
-        "requires_verified_user": {"type": "boolean"},
+        "name": {"type": "string", "x-message": "Give the tool a name."},
+        "description": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1000,
+            "x-message": "Describe what the tool does, in at most 1000 characters: the model reads it to know when "
+            "to call it.",
+        },
+        "effect": {"enum": ["read", "action"], "x-message": "The effect is read or action."},
+        "requires_verified_user": {"type": "boolean", "x-message": "requires_verified_user is true or false."},
         "config": {
             "type": "object",
             "required": ["method", "url"],
             "additionalProperties": False,
             "properties": {
-                "method": {"enum": ["GET", "POST", "PUT", "PATCH", "DELETE"]},
-                "url": {"type": "string", "minLength": 1, "maxLength": 2048},
+                "method": {
+                    "enum": ["GET", "POST", "PUT", "PATCH", "DELETE"],
+                    "x-message": "The method is GET, POST, PUT, PATCH or DELETE.",
+                },
+                "url": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 2048,
+                    "x-message": "Give the URL to call: https://, at most 2048 characters.",
+                },
                 "headers": {
                     "type": "object",
                     "maxProperties": 20,
-                    "additionalProperties": {"type": "string", "maxLength": 2048},
+                    "additionalProperties": {
+                        "type": "string",
+                        "maxLength": 2048,
+                        "x-message": "A header's value is text of at most 2048 characters.",
+                    },
+                    "x-messages": {
+                        "maxProperties": "A tool sends at most 20 headers.",
+                        "type": "The headers are a JSON object of names and values.",
+                    },
                 },
-                "body": {"type": "object"},
-                "parameters": {"type": "object"},
+                "body": {"type": "object", "x-message": "The body is a JSON object (a template of the request)."},
+                "parameters": {"type": "object", "x-message": "The parameters are a JSON Schema object."},
                 "response": {
                     "type": "object",
                     "additionalProperties": False,
                     "properties": {
-                        "items_path": {"type": "string", "maxLength": 200},
-                        "fields": {"type": "array", "items": RESPONSE_FIELD_SCHEMA},
-                        "max_items": {"type": "integer", "minimum": 1},
-                        "empty_message": {"type": "string", "maxLength": 500},
+                        "items_path": {
+                            "type": "string",
+                            "maxLength": 200,
+                            "x-message": "The items path is at most 200 characters.",
+                        },
+                        "fields": {
+                            "type": "array",
+                            "items": RESPONSE_FIELD_SCHEMA,
+                            "x-message": "The response fields are a list of {path, label}.",
+                        },
+                        "max_items": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "x-message": f"Max items is a whole number from 1 to {MAX_ITEMS}.",
+                        },
+                        "empty_message": {
+                            "type": "string",
+                            "maxLength": 500,
+                            "x-message": "The message for no results is at most 500 characters.",
+                        },
+                    },
+                    "x-messages": {
+                        "additionalProperties": "The response settings are items_path, fields, max_items and "
+                        "empty_message.",
+                        "type": "The response settings are a JSON object.",
                     },
                 },
-                "timeout_ms": {"type": "integer", "minimum": 100},
+                "timeout_ms": {
+                    "type": "integer",
+                    "minimum": 100,
+                    "x-message": f"The timeout is a whole number of milliseconds from 100 to {MAX_TIMEOUT_MS}.",
+                },
+            },
+            "x-messages": {
+                "required": "The call needs a method and a URL.",
+                "additionalProperties": "The call's settings are method, url, headers, body, parameters, response and "
+                "timeout_ms.",
+                "type": "The call's settings (config) are a JSON object.",
             },
         },
+    },
+    "x-messages": {
+        "required": "A tool needs a name, a description, an effect and its call's settings (config).",
+        "additionalProperties": "A tool has name, description, effect, requires_verified_user and config.",
+        "type": "A tool is a JSON object.",
     },
 }
 TOOL_SHAPE = make_validator(TOOL_DEFINITION_SCHEMA)
 
 PARAMETER_TYPES = ("string", "integer", "number", "boolean")
+MCP_SERVER_NAME_MESSAGE = (
+    "A server's name starts with a lower-case letter and has only lower-case letters, digits and single _ (at most "
+    "20, not ending in _), like billing."
+)
+TOOL_NAME_MESSAGE = (
+    "A tool's name starts with a lower-case letter and has only lower-case letters, digits and _ (at most 30), "
+    "like order_status."
+)
 
 
 def _refuse(code: str, message: str, path: str | None = None) -> Unprocessable:
@@ -247,11 +329,11 @@ def validate_http_tool(
     """
     errors = schema_errors(TOOL_SHAPE, data)
     if errors:
-        raise Unprocessable("invalid_tool", f"{errors[0]['path']}: {errors[0]['message']}", details=errors)
+        raise Unprocessable("invalid_tool", errors[0]["message"], details=errors)
 
     name = data["name"]
     if not HTTP_TOOL_NAME_RE.match(name):
-        raise _refuse("invalid_tool_name", "HTTP tool names match ^[a-z][a-z0-9_]{0,29}$.", "$.name")
+        raise _refuse("invalid_tool_name", TOOL_NAME_MESSAGE, "$.name")
     if name in BUILTIN_NAMES:
         raise _refuse("tool_name_conflict", f"{name} is the name of a built-in tool.", "$.name")
 
@@ -320,10 +402,16 @@ def validate_http_tool(
     if len(response.get("fields", [])) > MAX_RESPONSE_FIELDS:
         raise _refuse("too_many_fields", f"At most {MAX_RESPONSE_FIELDS} response fields.", "$.config.response.fields")
     if response.get("max_items", 1) > MAX_ITEMS:
-        raise _refuse("too_many_items", f"max_items is at most {MAX_ITEMS}.", "$.config.response.max_items")
+        raise _refuse(
+            "too_many_items", f"Max items is a whole number from 1 to {MAX_ITEMS}.", "$.config.response.max_items"
+        )
     timeout_ms = config.get("timeout_ms", DEFAULT_TIMEOUT_MS)
     if timeout_ms > MAX_TIMEOUT_MS:
-        raise _refuse("invalid_timeout", f"timeout_ms is at most {MAX_TIMEOUT_MS}.", "$.config.timeout_ms")
+        raise _refuse(
+            "invalid_timeout",
+            f"The timeout is a whole number of milliseconds from 100 to {MAX_TIMEOUT_MS}.",
+            "$.config.timeout_ms",
+        )
 
     normalized_config: dict[str, Any] = {
         "method": method,
@@ -369,7 +457,12 @@ def _check_parameters(schema: Any, requires_verified_user: bool) -> dict[str, An
         if pname in placeholders.RESERVED_NAMES:
             raise _refuse("reserved_name", f"{pname} is a reserved name (args, end_user, secret, var, sys).", ppath)
         if not placeholders.PARAMETER_NAME_RE.match(pname):
-            raise _refuse("invalid_parameters", "Parameter names match ^[a-z][a-z0-9_]{0,63}$.", ppath)
+            raise _refuse(
+                "invalid_parameters",
+                "A parameter's name starts with a lower-case letter and has only lower-case letters, digits and _ "
+                "(at most 64), like order_id.",
+                ppath,
+            )
         if requires_verified_user and _is_identity_name(pname):
             raise _refuse(
                 "identity_as_parameter",
@@ -421,7 +514,7 @@ def validate_mcp_server(
     if not MCP_SERVER_NAME_RE.match(name) or MCP_TOOL_SEPARATOR in name or name.endswith("_"):
         raise _refuse(
             "invalid_mcp_server_name",
-            "MCP server names match ^[a-z][a-z0-9_]{0,19}$, without '__' and not ending in '_'.",
+            MCP_SERVER_NAME_MESSAGE,
             "$.name",
         )
     if len(url) > 2048:

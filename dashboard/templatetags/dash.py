@@ -78,6 +78,7 @@ def waited(since: datetime | None) -> str:
 
 _LABELS = {
     "$.config.instructions": "Instructions",
+    "$.config.greeting": "Greeting",
     "$.config.model": "Model",
     "$.config.variables": "Variables",
     "$.config.tools.enabled": "Tools switched on",

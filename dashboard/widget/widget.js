@@ -11,6 +11,8 @@
  *   title (data-title), launcherLabel (data-launcher-label)
  *   clientTools ({name: async fn(args)})  answers the agent's client tools (KAgent.init only)
  *
+ * Opening the chat shows the agent's greeting (GET /v1/agents/{id}/greeting), if the business wrote one.
+ *
  * Sessions: POST /v1/sessions once per tab (its id is kept in sessionStorage), POST /v1/runs per message, then
  * GET /v1/runs/{id}/events read with fetch (EventSource can't send Authorization), resumed with Last-Event-ID when
  * a stream ends before the run's last event. Handoffs and ticket numbers are shown only from the steps' receipts:
@@ -99,6 +101,7 @@
     this.newestAt = 0; // the newest created_at of the thread as reloaded: older events replayed are in it already
     this.ours = {}; // runs this tab started: their answers come through their own events
     this.watch = null; // the conversation's event stream being followed
+    this.greeted = false; // the greeting is asked for once, when the chat is first opened
     this.build();
     // A customer waiting for the team who moves to another page of the site: the thread is followed at once, so
     // the team's reply shows on the launcher even before the chat is opened again.
@@ -185,10 +188,28 @@
     this.launcher.hidden = true;
     this.log.scrollTop = this.log.scrollHeight; // what came while it was closed
     this.input.focus();
+    if (!this.greeted) {
+      this.greeted = true;
+      this.greet();
+    }
     if (!this.loaded) {
       this.loaded = true;
       this.restore();
     }
+  };
+
+  // The business's greeting for this agent (GET /v1/agents/{id}/greeting), first in the chat once it is opened: the
+  // published words, in the assistant's place, never sent to the model. No greeting, or none to be had: nothing.
+  Widget.prototype.greet = function () {
+    var self = this;
+    var path = "/v1/agents/" + encodeURIComponent(this.agent) + "/greeting";
+    return this.call("GET", path).then(function (answer) {
+      if (!answer || typeof answer.greeting !== "string" || !answer.greeting) return;
+      var row = el("div", { class: "message assistant greeting" });
+      row.appendChild(el("span", { class: "visually-hidden" }, "Assistant said:"));
+      row.appendChild(el("p", { dir: "auto" }, answer.greeting));
+      self.log.insertBefore(row, self.log.firstChild); // before the conversation, however fast it came back
+    }).catch(function () { /* the chat works without it */ });
   };
 
   Widget.prototype.close = function () {
@@ -387,7 +408,9 @@
         self.notice("handoff", WITH_TEAM, earlier);
       }
       self.setSessionStatus(session.status, false);
-      self.log.insertBefore(earlier, self.log.firstChild);
+      var first = self.log.firstChild; // after the greeting, before anything sent meanwhile
+      if (first && first.classList && first.classList.contains("greeting")) first = first.nextSibling;
+      self.log.insertBefore(earlier, first);
       self.log.scrollTop = self.log.scrollHeight;
       self.followSession();
     }).catch(function (problem) {

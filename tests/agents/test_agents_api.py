@@ -306,3 +306,42 @@ def test_with_no_list_the_operators_default_model_only(api, settings):
     assert api.post("/v1/agents", body, format="json").status_code == 422
     body["config"]["model"]["name"] = "house-model"
     assert api.post("/v1/agents", body, format="json").status_code == 201
+
+
+@pytest.mark.django_db
+def test_the_greeting_a_chat_shows_is_the_published_ones_readable_with_a_publishable_key(alice, api):
+    agent = create(api, config={"greeting": "Hi! Ask me about your order."})["id"]
+    browser = alice.client(alice.publishable_key)
+    unpublished = browser.get(f"/v1/agents/{agent}/greeting")
+    assert unpublished.status_code == 409 and error(unpublished) == "not_published"
+    assert api.post(f"/v1/agents/{agent}/publish", {}, format="json").status_code == 201
+
+    greeting = browser.get(f"/v1/agents/{agent}/greeting").json()
+    assert greeting == {
+        "object": "agent_greeting",
+        "agent": agent,
+        "version": 1,
+        "greeting": "Hi! Ask me about your order.",
+    }
+    # The draft's new words wait for a publish; an empty greeting reads as none.
+    assert api.patch(f"/v1/agents/{agent}", {"config": {"greeting": "  "}}, format="json").status_code == 200
+    assert browser.get(f"/v1/agents/{agent}/greeting").json()["greeting"] == "Hi! Ask me about your order."
+    assert api.post(f"/v1/agents/{agent}/publish", {}, format="json").status_code == 201
+    assert browser.get(f"/v1/agents/{agent}/greeting").json() == {**greeting, "version": 2, "greeting": None}
+    # Rolled back, customers meet version 1 again, greeting and all.
+    assert api.post(f"/v1/agents/{agent}/rollback", {"version": 1}, format="json").status_code == 200
+    assert browser.get(f"/v1/agents/{agent}/greeting").json() == greeting
+    # The publishable key reads the greeting, nothing else of the agent.
+    refused = browser.get(f"/v1/agents/{agent}")
+    assert refused.status_code == 403 and error(refused) == "publishable_key_not_allowed"
+
+
+@pytest.mark.django_db
+def test_a_greeting_too_long_is_refused_in_plain_words(api):
+    response = api.post("/v1/agents", {"name": "Support", "config": {"greeting": "x" * 501}}, format="json")
+    assert response.status_code == 422
+    assert response.json()["error"] == {
+        "code": "invalid_config",
+        "message": "The greeting can be at most 500 characters long.",
+        "details": [{"path": "$.greeting", "message": "The greeting can be at most 500 characters long."}],
+    }

@@ -150,7 +150,7 @@ def test_a_business_configures_tests_publishes_and_watches_an_agent(
     rounds = page.get_by_label("Max tool rounds")
     expect(rounds).to_have_attribute("aria-invalid", "true")
     error_id = rounds.get_attribute("aria-describedby").split()[0]
-    expect(page.locator(f"#{error_id}")).to_have_text("$.tools.max_tool_rounds: must be at most 5")
+    expect(page.locator(f"#{error_id}")).to_have_text("Max tool rounds is a whole number from 1 to 5.")
     assert "Open a ticket only after" in page.locator("#grant-create_ticket").get_by_label("Rules").input_value()
     rounds.fill("3")
     page.get_by_role("button", name="Save").click()

@@ -118,7 +118,7 @@ def test_the_team_answers_a_handed_off_conversation_live(team_member, live_serve
     # A reply the API refuses: its message next to the field, nothing sent.
     page.get_by_label("Reply").fill("   ")
     page.get_by_role("button", name="Send reply").click()
-    expect(page.locator("#f-content-error")).to_have_text("content is a non-empty string.")
+    expect(page.locator("#f-content-error")).to_have_text("Write the message first.")
     expect(mine).to_have_count(1)
 
     # --- a change made elsewhere shows at once: handed back over the API -----------------------------------------

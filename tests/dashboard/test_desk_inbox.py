@@ -172,10 +172,10 @@ def test_send_reply_hand_back_and_close(alice, fake_llm):
     # Refused as the API refuses it, with its message: next to the field (htmx), or on the page.
     before = Message.objects.count()
     refused = client.post(f"{page}reply/", {"content": "   "}, HTTP_HX_REQUEST="true").content.decode()
-    assert 'aria-invalid="true"' in refused and "content is a non-empty string." in refused
+    assert 'aria-invalid="true"' in refused and "Write the message first." in refused
     assert "reply-sent" not in refused
     followed = client.post(f"{page}reply/", {"content": "x" * 20_001}, follow=True).content.decode()
-    assert "content is at most 20000 characters" in followed and 'class="error"' in followed
+    assert "The message can be at most 20,000 characters long" in followed and 'class="error"' in followed
     assert Message.objects.count() == before
 
     # Hand back to agent: open, its handoff closed; then Close conversation.

@@ -83,8 +83,8 @@ def test_saving_an_unchanged_source_changes_nothing(alice, api):
 @pytest.mark.parametrize(
     ("changes", "field", "message"),
     [
-        ({"$.title": "  "}, "f-title", "title is a non-empty string"),
-        ({"$.content": ""}, "f-content", "content is a non-empty string"),
+        ({"$.title": "  "}, "f-title", "Give the source a title"),
+        ({"$.content": ""}, "f-content", "Write the content"),
         ({"$.kind": "pdf"}, "f-kind", "kind is text or api"),
         ({"$.agent": "agt_of_nobody"}, "f-agent", "No agent with that id in this project."),
     ],

@@ -83,6 +83,7 @@ def editor_post(agent: Agent, **changes: Any) -> dict[str, Any]:
         "$.name": values.name,
         "$.description": values.description,
         "$.instructions": values.instructions,
+        "$.greeting": values.greeting,
         "$.model.provider": values.model["provider"],
         "$.tools.max_tool_rounds": values.max_tool_rounds,
         "$.variables.name": [n for n, _ in values.variables],
@@ -193,21 +194,21 @@ def test_new_agent_then_the_editor_saves_the_whole_draft(alice):
 @pytest.mark.parametrize(
     ("changes", "field", "message"),
     [
-        ({"$.tools.max_tool_rounds": "6"}, "$.tools.max_tool_rounds", "$.tools.max_tool_rounds: must be at most 5"),
-        ({"$.tools.max_tool_rounds": "three"}, "$.tools.max_tool_rounds", "must be of type integer"),
-        ({"$.tools.max_tool_rounds": "²"}, "$.tools.max_tool_rounds", "must be of type integer"),
-        ({"$.tools.max_tool_rounds": "9" * 5000}, "$.tools.max_tool_rounds", "must be of type integer"),
-        ({"$.tools.max_tool_rounds": "-1"}, "$.tools.max_tool_rounds", "must be at least 1"),
+        ({"$.tools.max_tool_rounds": "6"}, "$.tools.max_tool_rounds", "Max tool rounds is a whole number from 1 to 5."),
+        ({"$.tools.max_tool_rounds": "three"}, "$.tools.max_tool_rounds", "a whole number from 1 to 5"),
+        ({"$.tools.max_tool_rounds": "²"}, "$.tools.max_tool_rounds", "a whole number from 1 to 5"),
+        ({"$.tools.max_tool_rounds": "9" * 5000}, "$.tools.max_tool_rounds", "a whole number from 1 to 5"),
+        ({"$.tools.max_tool_rounds": "-1"}, "$.tools.max_tool_rounds", "a whole number from 1 to 5"),
         ({"$.name": "  "}, "$.name", "Give the agent a name."),
         (
             {"$.tools.builtin.create_ticket.rules": "x" * 4001},
             "$.tools.builtin.create_ticket.rules",
-            "length must be at most 4000",
+            "Rules are text of at most 4000 characters.",
         ),
         (
             {"$.business_hours.on": "on", "$.business_hours.timezone": "Mars/Olympus"},
             "$.business_hours.timezone",
-            "not a known IANA time zone",
+            "That is not a time zone we know: write one like Asia/Riyadh.",
         ),
         (
             {
@@ -218,7 +219,7 @@ def test_new_agent_then_the_editor_saves_the_whole_draft(alice):
                 "$.business_hours.weekly.close": ["09:00"],
             },
             "$.business_hours.weekly[0]",
-            "close must be after open",
+            "Each opening period closes after it opens.",
         ),
         (
             {
@@ -240,14 +241,14 @@ def test_new_agent_then_the_editor_saves_the_whole_draft(alice):
                 "$.tools.client.rules": [""],
             },
             "$.tools.client[0].parameters",
-            "parameters is not valid JSON",
+            "The parameters are not valid JSON",
         ),
         (
             {"$.model.provider": "openai_compatible", "$.model.base_url": "https://llm.example.com/v1"},
             "$.model.api_key_secret",
-            "api_key_secret",
+            "needs the API key secret",
         ),
-        ({"$.variables.name": ["Shop Name"], "$.variables.value": ["Acme"]}, "$.variables", "must match"),
+        ({"$.variables.name": ["Shop Name"], "$.variables.value": ["Acme"]}, "$.variables", "A variable name starts"),
     ],
 )
 def test_a_config_the_api_refuses_is_refused_next_to_its_field(alice, changes, field, message):
@@ -265,6 +266,24 @@ def test_a_config_the_api_refuses_is_refused_next_to_its_field(alice, changes, f
     assert 'role="alert"' in body  # and the summary at the top links to it
     agent.refresh_from_db()
     assert agent.config == before
+
+
+def test_the_greeting_is_written_in_the_editor_and_shown_atop_the_test_panel(alice):
+    agent = agent_create(project=alice.project, name="Front desk", config={"instructions": "Be kind."})
+    client = signed_in(alice)
+    words = "Hi! Ask me about <your> order."
+    assert client.post(f"/agents/{agent.pk}/", editor_post(agent, **{"$.greeting": words + "\r\n"})).status_code == 302
+    agent.refresh_from_db()
+    assert agent.config["greeting"] == words and agent.config["instructions"] == "Be kind."
+    page = client.get(f"/agents/{agent.pk}/").content.decode()
+    assert "Hi! Ask me about &lt;your&gt; order." in page and 'id="panel-greeting"' in page
+    refused = client.post(f"/agents/{agent.pk}/", editor_post(agent, **{"$.greeting": "x" * 501}))
+    assert errors_on(refused.content.decode())["f-greeting"] == "The greeting can be at most 500 characters long."
+    # Emptied, it is none: the widget shows nothing and the panel no greeting.
+    assert client.post(f"/agents/{agent.pk}/", editor_post(agent, **{"$.greeting": ""})).status_code == 302
+    agent.refresh_from_db()
+    assert agent.config["greeting"] == ""
+    assert 'id="panel-greeting"' not in client.get(f"/agents/{agent.pk}/").content.decode()
 
 
 def test_the_same_message_as_the_api(alice, api):
@@ -343,7 +362,7 @@ def test_publish_versions_diff_and_restore(alice):
     agent.refresh_from_db()
     assert agent.config["instructions"] == "One." and agent.latest_version_number == 2
     bad = client.post(f"/agents/{agent.pk}/publish/", {"note": "x" * 1001})
-    assert bad.status_code == 422 and b"note is a string of at most 1000 characters." in bad.content
+    assert bad.status_code == 422 and b"The note can be at most 1000 characters long." in bad.content
 
 
 def test_an_egress_log_cursor_that_is_no_number_shows_the_first_page(alice):
@@ -413,8 +432,12 @@ def test_create_and_edit_a_tool(alice):
         ({"$.config.headers.name": ["Host"], "$.config.headers.value": ["x"]}, "$.config.headers", "Host"),
         ({"$.name": "transfer_to_human"}, "$.name", "is the name of a built-in tool"),
         ({"$.config.url": "http://api.example.com/x"}, "$.config.url", "https"),
-        ({"$.config.timeout_ms": "99999"}, "$.config.timeout_ms", "timeout_ms is at most 15000."),
-        ({"$.config.timeout_ms": "²"}, "$.config.timeout_ms", "timeout_ms"),  # isdigit(), but not for int()
+        (
+            {"$.config.timeout_ms": "99999"},
+            "$.config.timeout_ms",
+            "The timeout is a whole number of milliseconds from 100 to 15000.",
+        ),
+        ({"$.config.timeout_ms": "²"}, "$.config.timeout_ms", "The timeout is a whole number"),  # isdigit(), not int()
         ({"$.config.parameters": "{nope"}, "$.config.parameters", "Parameters is not valid JSON"),
     ],
 )
@@ -669,9 +692,11 @@ def test_secrets_are_write_only(alice):
         "/settings/secrets/", {"$.name": "bad name", "$.value": TOKEN, "$.allowed_hosts": "api.example.com"}
     )
     assert refused.status_code == 422 and TOKEN not in refused.content.decode()
-    assert "Secret names match" in errors_on(refused.content.decode())["f-name"]
+    assert "name starts with a capital letter" in errors_on(refused.content.decode())["f-name"]
     no_hosts = client.post("/settings/secrets/", {"$.name": "X_TOKEN", "$.value": TOKEN, "$.allowed_hosts": ""})
-    assert "allowed_hosts is required" in errors_on(no_hosts.content.decode())["f-allowed_hosts"]
+    assert (
+        "Name at least one host this secret may be sent to" in errors_on(no_hosts.content.decode())["f-allowed_hosts"]
+    )
     assert client.post("/settings/secrets/ORDERS_TOKEN/delete/").status_code == 302
     assert not Secret.objects.exists()
 

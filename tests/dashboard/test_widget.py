@@ -101,11 +101,13 @@ def streams_end_with_their_page(monkeypatch: Any, transactional_db: Any) -> Iter
     wait_for(ended, timeout=15, message="the closed pages' event streams to end")
 
 
-def publish_agent(tenant: Tenant, fake_llm: Any, script: str) -> str:
-    config = {
+def publish_agent(tenant: Tenant, fake_llm: Any, script: str, *, greeting: str | None = None) -> str:
+    config: dict[str, Any] = {
         "model": {"provider": "openai_compatible", "name": f"script:{script}"},
         "tools": {"builtin": {"create_ticket": {"enabled": True}}},
     }
+    if greeting is not None:
+        config["greeting"] = greeting
     api = tenant.client()
     response = api.post("/v1/agents", {"name": "Front desk", "config": config}, format="json")
     assert response.status_code == 201, response.json()
@@ -751,3 +753,62 @@ def test_at_a_phones_375px_the_teams_replies_fit_and_a_reply_to_a_closed_chat_sh
         assert page.js_errors == []
     finally:
         page.context.close()
+
+
+GREETING = "Hi! I'm the Acme Shoes assistant. Ask me about an order, a return or a size."
+
+
+def test_the_chat_opens_on_the_businesss_greeting_and_it_changes_only_with_a_publish(
+    alice, live_server, browser, shop, start_worker, fake_llm
+):
+    fake_llm.script("widget-greeting", [text("Order 8812 left our warehouse yesterday.")])
+    agent = publish_agent(alice, fake_llm, "widget-greeting", greeting=GREETING)
+    allow(alice, shop.origin)
+    start_worker(fake_llm.worker_env())
+    url = widget_page(alice, live_server, shop, agent)
+
+    page = new_page(browser, live_server, **DESKTOP)
+    try:
+        page.goto(url)
+        page.get_by_role("button", name="Chat with us").click()
+        log = page.get_by_role("log", name="Conversation")
+        expect(log.locator(".message.assistant.greeting")).to_have_text("Assistant said:" + GREETING)
+        screenshot(page, "widget-greeting-desktop", full_page=False)
+        send(page, "Where is order 8812?")
+        expect(log.locator(".message.assistant").nth(1)).to_contain_text("left our warehouse", timeout=LIVE)
+        order = log.locator(".message").evaluate_all("nodes => nodes.map(n => n.className)")
+        assert order == ["message assistant greeting", "message user", "message assistant"]
+        # The business's words for the customer, not part of what the model is told or said.
+        request = fake_llm.last_request("widget-greeting")
+        assert GREETING not in json.dumps(request.body)
+        assert [m["role"] for m in request.messages if m["role"] != "system"] == ["user"]
+
+        # A reload keeps the greeting first, before the conversation it restores.
+        page.reload()
+        page.get_by_role("button", name="Chat with us").click()
+        expect(log.locator(".message")).to_have_count(3)
+        order = log.locator(".message").evaluate_all("nodes => nodes.map(n => n.className)")
+        assert order == ["message assistant greeting", "message user", "message assistant"]
+        assert page.js_errors == []
+    finally:
+        page.context.close()
+
+    # A new greeting in the draft reaches customers only when it is published.
+    api = alice.client()
+    new_words = "Welcome back to Acme Shoes! How can I help?"
+    assert api.patch(f"/v1/agents/{agent}", {"config": {"greeting": new_words}}, format="json").status_code == 200
+    phone = new_page(browser, live_server, **PHONE)
+    try:
+        phone.goto(url)
+        phone.get_by_role("button", name="Chat with us").click()
+        greeting = phone.get_by_role("log", name="Conversation").locator(".greeting")
+        expect(greeting).to_contain_text(GREETING)
+        assert api.post(f"/v1/agents/{agent}/publish", {}, format="json").status_code == 201
+        phone.reload()
+        phone.get_by_role("button", name="Chat with us").click()
+        expect(greeting).to_contain_text(new_words)
+        no_sideways_scroll(phone)
+        screenshot(phone, "widget-greeting-phone", full_page=False)
+        assert phone.js_errors == []
+    finally:
+        phone.context.close()

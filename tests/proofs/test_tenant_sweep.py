@@ -174,6 +174,7 @@ KINDS: dict[str, tuple[str, Probe]] = {
         "object",
         lambda r, b: [Call("GET", f"/v1/agents/{r.agent}/check_runs/{r.check_run}")],
     ),
+    "agents_greeting": ("object", lambda r, b: [Call("GET", f"/v1/agents/{r.agent}/greeting")]),
     "agents_versions_metrics": ("object", lambda r, b: [Call("GET", f"/v1/agents/{r.agent}/versions/1/metrics")]),
     "agents_rollback": ("object", lambda r, b: [Call("POST", f"/v1/agents/{r.agent}/rollback", {"version": 1})]),
     # knowledge

@@ -96,6 +96,10 @@ class Agents(Resource[O, L, I]):
             "POST", "/v1/agents/{agent_id}/publish", given(note=note, force=force), path_params={"agent_id": agent_id}
         )
 
+    def greeting(self, agent_id: str) -> O:
+        """The published greeting a chat shows before the customer writes (a publishable key may read it)."""
+        return self._obj("GET", "/v1/agents/{agent_id}/greeting", path_params={"agent_id": agent_id})
+
     def versions(self, agent_id: str, *, limit: int | None = None, cursor: str | None = None) -> L:
         return self._page(
             "/v1/agents/{agent_id}/versions",
