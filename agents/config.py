@@ -60,9 +60,9 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                     "x-message": "Choose a provider: openai_compatible, anthropic or demo.",
                 },
                 "name": {"type": "string", "maxLength": 200, "x-message": "A model name is at most 200 characters."},
-                # linear: anchored literal
                 "base_url": {
                     "type": "string",
+                    # linear: anchored literal
                     "pattern": "^https://",
                     "maxLength": 2048,
                     "x-message": "The base URL is an https:// address of at most 2048 characters.",
@@ -98,8 +98,8 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
         "variables": {
             "type": "object",
             "maxProperties": 50,
-            # linear: anchored, one class, bounded
             "propertyNames": {
+                # linear: anchored, one class, bounded
                 "pattern": r"^[a-z][a-z0-9_]{0,63}(?!\n)$",
                 "x-message": "A variable name starts with a lower-case letter and has only lower-case letters, "
                 "digits and _ (at most 64), like shop_name.",

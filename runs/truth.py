@@ -144,7 +144,9 @@ _DONE_RE = regex.compile(r"\b(?:done|all set|successfully|completed|taken care o
 _ADMISSION_RE = regex.compile(
     r"\b(?:couldn't|could not|can't|cannot|unable|wasn't able|was not able|not able|didn't work|did not work|"
     r"didn't go through|did not go through|failed|wasn't possible|was not possible|haven't been able)\b"
-    rf"|{_NOT_AR_BEFORE}(?:لم\s+أتمكن|لم\s+اتمكن|لم\s+نتمكن|تعذر|تعذّر|فشل|لا\s+أستطيع|لا\s+يمكنني)",
+    # "it was not done", "hasn't been processed": saying it did not happen is no claim that it did.
+    r"|(?:\bnot|n't|\bnever)\s(?:been\s)?(?:done|completed|processed|carried\sout)\b"
+    rf"|{_NOT_AR_BEFORE}(?:لم\s+أتمكن|لم\s+اتمكن|لم\s+نتمكن|لم\s+يتم|لم\s+تتم|تعذر|تعذّر|فشل|لا\s+أستطيع|لا\s+يمكنني)",
     regex.IGNORECASE,
 )
 # linear: anchored at the sentence's start, a literal word, then one negated class up to the first comma.

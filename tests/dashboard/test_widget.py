@@ -312,7 +312,8 @@ def test_a_page_whose_origin_the_key_does_not_list_gets_nothing(alice, live_serv
             "We can't reach the chat right now. Check your connection and try again."
         )
         expect(page.get_by_label("Message")).to_have_value("Hello?")  # kept, to send again
-        assert refused == [f"{live_server.url}/v1/sessions"]  # the browser stopped it at the preflight
+        # The browser stopped both at the preflight: the greeting asked for on opening, and the conversation.
+        assert refused == [f"{live_server.url}/v1/agents/{agent}/greeting", f"{live_server.url}/v1/sessions"]
         assert not Session.objects.exists()
         assert page.js_errors == []
     finally:

@@ -146,6 +146,27 @@ def test_curly_apostrophe_admission_after_a_failure_is_accepted(answer):
 @pytest.mark.parametrize(
     "answer",
     [
+        "Nobody could approve the refund in time, so it was not done.",
+        "The refund wasn’t done: no one approved it in time.",
+        "Your address change has not been processed.",
+        "لم يتم إلغاء طلبك لأن أحداً لم يوافق عليه في الوقت.",  # "your order was not cancelled: nobody approved it"
+    ],
+)
+def test_saying_it_was_not_done_after_a_refused_call_is_accepted(answer):
+    assert unverified_claims(answer, facts(last_failed="cancel_order")) == []
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["It's done: I've cancelled your order.", "Your refund has been processed.", "تم إلغاء طلبك بنجاح."],
+)
+def test_a_done_claim_after_a_refused_call_is_still_caught(answer):
+    assert unverified_claims(answer, facts(last_failed="cancel_order")) != []
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
         "If your order has been cancelled, the refund takes 5 days.",
         "We've updated our opening hours for Ramadan: 8pm to 2am.",
         "وإذا تم إلغاء طلبك، ستصلك رسالة.",  # with its comma: without one the sentence is read whole,
