@@ -128,7 +128,7 @@ PUBLISH = Input(
                 "type": ["string", "null"],
                 "maxLength": 1000,
                 "default": "",
-                "x-message": "The note can be at most 1000 characters long.",
+                "x-message": "The note is text of at most 1000 characters.",
             },
             "force": {
                 "type": "boolean",

@@ -11,7 +11,7 @@ from django.conf import settings
 
 from kagent.errors import Unprocessable
 from kagent.merge_patch import merge_patch
-from kagent.validation import make_validator, schema_errors
+from kagent.validation import make_validator, schema_refusal
 from tools.builtins import BUILTIN_NAMES, Effect
 from tools.builtins import get as builtin_get
 from tools.schema_bounds import SCHEMA_TOO_COMPLEX, tenant_schema_problem
@@ -41,14 +41,14 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
         "instructions": {
             "type": "string",
             "maxLength": 20000,
-            "x-message": "The instructions can be at most 20,000 characters long.",
+            "x-message": "The instructions are text of at most 20,000 characters.",
         },
         # What the chat widget shows a customer who opens it, before anyone writes (issue 31): the business's words,
         # published with the version like the rest of the config; never sent to the model.
         "greeting": {
             "type": "string",
             "maxLength": GREETING_MAX,
-            "x-message": f"The greeting can be at most {GREETING_MAX} characters long.",
+            "x-message": f"The greeting is text of at most {GREETING_MAX} characters.",
         },
         "model": {
             "type": "object",
@@ -59,7 +59,11 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                     "enum": ["openai_compatible", "anthropic", "demo"],
                     "x-message": "Choose a provider: openai_compatible, anthropic or demo.",
                 },
-                "name": {"type": "string", "maxLength": 200, "x-message": "A model name is at most 200 characters."},
+                "name": {
+                    "type": "string",
+                    "maxLength": 200,
+                    "x-message": "A model name is text of at most 200 characters.",
+                },
                 "base_url": {
                     "type": "string",
                     # linear: anchored literal
@@ -416,9 +420,9 @@ def validate_config(config: Any) -> dict[str, Any]:
     """Validates a whole draft config and returns it with defaults filled in. Raises Unprocessable."""
     if not isinstance(config, dict):
         raise _invalid("$", "The agent's settings (config) must be a JSON object.")
-    errors = schema_errors(CONFIG_VALIDATOR, config)
-    if errors:
-        raise Unprocessable("invalid_config", errors[0]["message"], details=errors)
+    refused = schema_refusal(CONFIG_VALIDATOR, config)
+    if refused is not None:
+        raise Unprocessable("invalid_config", refused[0], details=refused[1])
 
     out: dict[str, Any] = merge_patch(DEFAULT_CONFIG, config)
     refusal = operator_model_refusal(out.get("model") or {})

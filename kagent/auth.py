@@ -41,7 +41,10 @@ class KeyUser:
 
 
 NOT_AUTHENTICATED = "An API key is required: 'Authorization: Bearer <API key>'."
-PUBLISHABLE_REFUSED = "A publishable key may only create and read sessions and runs; use a secret key on your server."
+PUBLISHABLE_REFUSED = (
+    "A publishable key may only create and read sessions and runs (and read an agent's greeting); use a secret key "
+    "on your server."
+)
 
 
 class KeyRefused(Exception):

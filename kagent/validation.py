@@ -92,18 +92,27 @@ def plain_message(error: ValidationError) -> str | None:
     messages = schema.get("x-messages")
     if isinstance(messages, Mapping) and isinstance(messages.get(str(error.validator)), str):
         own = str(messages[str(error.validator)])
-        if error.validator == "additionalProperties":  # which one was not known, as the generic message says
+        # Which field was not known, or is missing, as the keyword's own message says.
+        if error.validator == "additionalProperties":
             own += f" Not known: {short_message(error).removeprefix('unknown field(s): ')}."
+        elif error.validator == "required":
+            own += f" Missing: {short_message(error).removesuffix(' is required')}."
         return own
     message = schema.get("x-message")
     return str(message) if isinstance(message, str) else None
 
 
-def schema_errors(validator: Draft202012Validator, instance: Any) -> list[dict[str, str]]:
-    """Every error, in path order: `{"path", "message"}`, the message the subschema's own where it has one, else
-    `<path>: <the keyword's words>`."""
-    errors = sorted(validator.iter_errors(instance), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
-    return [
-        {"path": error.json_path, "message": plain_message(error) or f"{error.json_path}: {short_message(error)}"}
-        for error in errors
-    ]
+def _sorted_errors(validator: Draft202012Validator, instance: Any) -> list[ValidationError]:
+    return sorted(validator.iter_errors(instance), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+
+
+def schema_refusal(validator: Draft202012Validator, instance: Any) -> tuple[str, list[dict[str, str]]] | None:
+    """None when the instance is valid; else the refusal's message (the first error's: the subschema's own, else
+    `<path>: <the keyword's words>`) and every error, in path order, as `{"path", "message"}` (the subschema's own
+    message, else the keyword's words)."""
+    errors = _sorted_errors(validator, instance)
+    if not errors:
+        return None
+    details = [{"path": e.json_path, "message": plain_message(e) or short_message(e)} for e in errors]
+    first = errors[0]
+    return plain_message(first) or f"{first.json_path}: {short_message(first)}", details

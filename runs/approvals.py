@@ -65,12 +65,14 @@ def refusal(code: str) -> dict[str, Any]:
     return {"ok": False, "error": {"code": code, "guidance": GUIDANCE[code]}}
 
 
-def session_approved_tools(session_id: str) -> frozenset[str]:
-    """The tools a person approved for the rest of this conversation (`scope: session`)."""
-    approved = ToolCall.objects.filter(
+def session_approvals(session_id: str) -> dict[str, dict[str, Any]]:
+    """The tools a person approved for the rest of this conversation (`scope: session`): each tool's name with that
+    approval as a later call of it records it (`given_on`: the call it was given on; the latest if several)."""
+    given = ToolCall.objects.filter(
         run__session_id=session_id, approval__decision="approve", approval__scope="session"
-    ).values_list("name", flat=True)
-    return frozenset(approved)
+    ).exclude(approval__has_key="given_on")
+    rows = given.order_by("created_at").values_list("name", "pk", "approval")
+    return {name: {**approval, "given_on": pk} for name, pk, approval in rows if isinstance(approval, dict)}
 
 
 def approval_status(call: ToolCall) -> str:

@@ -29,7 +29,7 @@ from kagent.errors import OUTAGES
 from kagent.models import SigningSecret
 from kagent.secrets import secret_resolve, signing_secrets_for_calls
 from runs import providers, run_events, store, transitions, truth
-from runs.approvals import APPROVE_TOOL_CALLS, approval_event, session_approved_tools
+from runs.approvals import APPROVE_TOOL_CALLS, approval_event, session_approvals
 from runs.builtins import builtin_execute
 from runs.lease import KEEPER, lease, release_connection
 from runs.limits import SHARED_BUCKET_PREFIXES, bucket_held
@@ -139,7 +139,7 @@ class Engine:
         self.fresh = True  # the lease was just set (by the claim, or by the last fenced write)
         self.unsent: set[str] = set()  # calls this worker recorded as running and hasn't sent yet
         self._live_agent: Agent | None = None
-        self._session_approved: frozenset[str] | None = None  # tools approved for the rest of the session
+        self._session_approved: dict[str, dict[str, Any]] | None = None  # approved for the rest of the session
         self.deadline = time.monotonic() + RUN_TIME_LIMIT_S
         # The answer shown as it is written (run.output.delta): a run made to be followed (a stream, a wait) is
         # followed from its claim on.
@@ -564,6 +564,7 @@ class Engine:
             "arguments_hash": call.arguments_hash,
             "policy_decision": call.policy_decision,
             "policy_code": call.policy_code,
+            "approval": call.approval,
         }
 
     def _record(self, call: ToolCall) -> None:
@@ -741,8 +742,14 @@ class Engine:
         if self.run.session_id is None:
             return False
         if self._session_approved is None:
-            self._session_approved = session_approved_tools(self.run.session_id)
-        return call.name in self._session_approved
+            self._session_approved = session_approvals(self.run.session_id)
+        approval = self._session_approved.get(call.name)
+        if approval is None:
+            return False
+        # The call records the approval it runs under (who, when, on which call), as one decided for it does: in the
+        # round's write, or in the write that records its outcome (`_decision_fields`, store.mark_running).
+        call.approval = dict(approval)
+        return True
 
     def _answer_from_check(self, call: ToolCall) -> None:
         """A client tool call of a check's run, answered with the check's `client_outputs` (an error without one)."""

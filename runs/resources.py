@@ -269,7 +269,8 @@ TOOL_CALL_STEP: Resource[ToolCall] = Resource(
                     "approval": {
                         "type": ["object", "null"],
                         "description": "a person's decision on a call that waited for approval: decision (approve "
-                        "| deny | expired), scope, note, decided_by, decided_at",
+                        "| deny | expired), scope, note, decided_by, decided_at; a call allowed by an earlier "
+                        "`scope: session` approval carries that one, with `given_on` the call it was given on",
                     },
                     "attempts": {"type": "integer"},
                     "shown_to_model": _NULLABLE_OBJECT,

@@ -252,35 +252,51 @@ METRICS_DEFAULT_DAYS = 7
 def version_metrics(*, agent: Agent, version: AgentVersion, since: datetime) -> dict[str, Any]:
     """A published version's figures since `since` (its runs, not the test panel's): runs, completed, failed,
     handoffs (transfer_to_human calls that handed over), tool_failures, unverified_claims (completed answers that
-    kept a claim no tool confirmed), p50_ms (the median time to a completed answer). Three queries."""
-    runs = Run.objects.filter(agent=agent, version_number=version.number, sandbox=False, created_at__gte=since)
-    counts = runs.aggregate(
-        runs=Count("pk"),
-        completed=Count("pk", filter=Q(status=Run.Status.COMPLETED)),
-        failed=Count("pk", filter=Q(status=Run.Status.FAILED)),
-        unverified_claims=Count(
-            "pk", filter=Q(status=Run.Status.COMPLETED, output__unverified_claims__0__isnull=False)
-        ),
-    )
+    kept a claim no tool confirmed), p50_ms (the median time to a completed answer)."""
+    return versions_metrics(agent=agent, numbers=[version.number], since=since)[version.number]
+
+
+def versions_metrics(*, agent: Agent, numbers: list[int], since: datetime) -> dict[int, dict[str, Any]]:
+    """`version_metrics` of each of these versions, in three queries whatever their number (the versions page)."""
+    runs = Run.objects.filter(agent=agent, version_number__in=numbers, sandbox=False, created_at__gte=since)
+    counts = {
+        row.pop("version_number"): row
+        for row in runs.values("version_number").annotate(
+            runs=Count("pk"),
+            completed=Count("pk", filter=Q(status=Run.Status.COMPLETED)),
+            failed=Count("pk", filter=Q(status=Run.Status.FAILED)),
+            unverified_claims=Count(
+                "pk", filter=Q(status=Run.Status.COMPLETED, output__unverified_claims__0__isnull=False)
+            ),
+        )
+    }
     calls = ToolCall.objects.filter(run__in=runs.values("pk"))
-    tool_counts = calls.aggregate(
-        handoffs=Count("pk", filter=Q(name="transfer_to_human", status=ToolCall.Status.SUCCEEDED)),
-        tool_failures=Count("pk", filter=Q(status=ToolCall.Status.FAILED)),
-    )
+    tool_counts = {
+        row.pop("run__version_number"): row
+        for row in calls.values("run__version_number").annotate(
+            handoffs=Count("pk", filter=Q(name="transfer_to_human", status=ToolCall.Status.SUCCEEDED)),
+            tool_failures=Count("pk", filter=Q(status=ToolCall.Status.FAILED)),
+        )
+    }
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT percentile_cont(0.5) WITHIN GROUP "
+            "SELECT version_number, percentile_cont(0.5) WITHIN GROUP "
             "(ORDER BY EXTRACT(EPOCH FROM completed_at - created_at) * 1000) "
-            "FROM runs_run WHERE agent_id = %s AND version_number = %s AND NOT sandbox AND created_at >= %s "
-            "AND status = %s AND completed_at IS NOT NULL",
-            [agent.pk, version.number, since, Run.Status.COMPLETED],
+            "FROM runs_run WHERE agent_id = %s AND version_number = ANY(%s) AND NOT sandbox AND created_at >= %s "
+            "AND status = %s AND completed_at IS NOT NULL GROUP BY version_number",
+            [agent.pk, list(numbers), since, Run.Status.COMPLETED],
         )
-        (p50,) = cursor.fetchone()
+        medians = dict(cursor.fetchall())
+    none = {"runs": 0, "completed": 0, "failed": 0, "unverified_claims": 0}
+    no_calls = {"handoffs": 0, "tool_failures": 0}
     return {
-        "agent": agent.pk,
-        "version": version.number,
-        "since": int(since.timestamp()),
-        **counts,
-        **tool_counts,
-        "p50_ms": None if p50 is None else round(p50),
+        number: {
+            "agent": agent.pk,
+            "version": number,
+            "since": int(since.timestamp()),
+            **counts.get(number, none),
+            **tool_counts.get(number, no_calls),
+            "p50_ms": None if medians.get(number) is None else round(medians[number]),
+        }
+        for number in numbers
     }

@@ -378,7 +378,16 @@ def _fence_missed(run_id: str, held_by: int) -> Fence:
 
 # --- a tool call: sent (running), then its result ----------------------------------------------------------------
 
-_DECISION_FIELDS = ("name", "kind", "effect", "arguments", "arguments_hash", "policy_decision", "policy_code")
+_DECISION_FIELDS = (
+    "name",
+    "kind",
+    "effect",
+    "arguments",
+    "arguments_hash",
+    "policy_decision",
+    "policy_code",
+    "approval",
+)
 _RUNNING_SQL = """
 WITH held AS (
     UPDATE runs_run SET lease_expires_at = %(lease)s
@@ -388,7 +397,7 @@ WITH held AS (
 UPDATE runs_toolcall
 SET status = %(status)s, attempts = attempts + 1, started_at = %(now)s, name = %(name)s, kind = %(kind)s,
     effect = %(effect)s, arguments = %(arguments)s::jsonb, arguments_hash = %(arguments_hash)s,
-    policy_decision = %(policy_decision)s, policy_code = %(policy_code)s
+    policy_decision = %(policy_decision)s, policy_code = %(policy_code)s, approval = %(approval)s::jsonb
 WHERE id = %(call)s AND EXISTS (SELECT 1 FROM held)
 RETURNING id
 """
@@ -408,6 +417,7 @@ def mark_running(call: ToolCall, *, run_id: str, held_by: int, now: datetime, le
         **{name: getattr(call, name) for name in _DECISION_FIELDS},
     }
     params["arguments"] = None if call.arguments is None else _json(call.arguments)
+    params["approval"] = None if call.approval is None else _json(call.approval)
     if execute(_RUNNING_SQL, params):
         return Fence.WRITTEN
     return _fence_missed(run_id, held_by)

@@ -138,15 +138,20 @@ _CHANGE_RE = regex.compile(
     r"|تم\s+بنجاح|تمت\s+العملية|ألغيت|الغيت|حدثت\s+طلبك)",
     regex.IGNORECASE,
 )
+# linear: a literal word, one squeezed space, an optional literal word and space, then literal alternatives.
+# "it was not done", "hasn't been processed": a "done" said not to have happened is no "done" (taken out of the
+# sentence before _DONE_RE reads it; every other claim in the sentence is still read).
+_NOT_DONE_RE = regex.compile(
+    r"(?:\bnot|n't|\bnever)\s(?:been\s|yet\s)?(?:done|completed|processed|carried\sout|taken care of)\b",
+    regex.IGNORECASE,
+)
 # linear: literal alternatives only.
 _DONE_RE = regex.compile(r"\b(?:done|all set|successfully|completed|taken care of)\b|تم\s+بنجاح|تمت", regex.IGNORECASE)
 # linear: literal alternatives only.
 _ADMISSION_RE = regex.compile(
     r"\b(?:couldn't|could not|can't|cannot|unable|wasn't able|was not able|not able|didn't work|did not work|"
     r"didn't go through|did not go through|failed|wasn't possible|was not possible|haven't been able)\b"
-    # "it was not done", "hasn't been processed": saying it did not happen is no claim that it did.
-    r"|(?:\bnot|n't|\bnever)\s(?:been\s)?(?:done|completed|processed|carried\sout)\b"
-    rf"|{_NOT_AR_BEFORE}(?:لم\s+أتمكن|لم\s+اتمكن|لم\s+نتمكن|لم\s+يتم|لم\s+تتم|تعذر|تعذّر|فشل|لا\s+أستطيع|لا\s+يمكنني)",
+    rf"|{_NOT_AR_BEFORE}(?:لم\s+أتمكن|لم\s+اتمكن|لم\s+نتمكن|تعذر|تعذّر|فشل|لا\s+أستطيع|لا\s+يمكنني)",
     regex.IGNORECASE,
 )
 # linear: anchored at the sentence's start, a literal word, then one negated class up to the first comma.
@@ -495,7 +500,8 @@ def _sentence_claims(sentence: str, facts: RunFacts, add: Callable[[str], None],
     ):
         add("the team's follow-up, with no ticket or handoff")
     change = _CHANGE_RE.search(sentence, timeout=budget.left())
-    if facts.last_call_failed and (change or _DONE_RE.search(sentence, timeout=budget.left())):
+    said_done = _DONE_RE.search(_NOT_DONE_RE.sub(" ", sentence, timeout=budget.left()), timeout=budget.left())
+    if facts.last_call_failed and (change or said_done):
         add(f"success right after {facts.last_call_failed} failed")
     elif change and not facts.any_success:
         add(f"action claimed without a tool: {change.group(0)!r}")

@@ -12,7 +12,7 @@ from typing import Any
 
 from kagent.egress import is_tenant_forbidden_header
 from kagent.errors import Unprocessable
-from kagent.validation import make_validator, schema_errors
+from kagent.validation import make_validator, schema_refusal
 from tools import placeholders
 from tools.builtins import BUILTIN_NAMES
 from tools.mcp_client import MCP_HEADERS
@@ -143,7 +143,7 @@ TOOL_DEFINITION_SCHEMA: dict[str, Any] = {
                         "items_path": {
                             "type": "string",
                             "maxLength": 200,
-                            "x-message": "The items path is at most 200 characters.",
+                            "x-message": "The items path is text of at most 200 characters.",
                         },
                         "fields": {
                             "type": "array",
@@ -158,7 +158,7 @@ TOOL_DEFINITION_SCHEMA: dict[str, Any] = {
                         "empty_message": {
                             "type": "string",
                             "maxLength": 500,
-                            "x-message": "The message for no results is at most 500 characters.",
+                            "x-message": "The message for no results is text of at most 500 characters.",
                         },
                     },
                     "x-messages": {
@@ -327,9 +327,9 @@ def validate_http_tool(
 
     `secret_hosts(name)` gives an existing secret's allowed_hosts (None if there is no such secret yet).
     """
-    errors = schema_errors(TOOL_SHAPE, data)
-    if errors:
-        raise Unprocessable("invalid_tool", errors[0]["message"], details=errors)
+    refused = schema_refusal(TOOL_SHAPE, data)
+    if refused is not None:
+        raise Unprocessable("invalid_tool", refused[0], details=refused[1])
 
     name = data["name"]
     if not HTTP_TOOL_NAME_RE.match(name):

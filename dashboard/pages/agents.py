@@ -246,12 +246,9 @@ def agent_versions(request: MemberRequest, agent_id: str) -> HttpResponse:
         diff = selectors.version_diff(agent=agent, before=before, after=after)
     since = timezone.now() - timedelta(days=run_selectors.METRICS_DEFAULT_DAYS)
     weights = {entry["version"]: entry["weight"] for entry in agent.traffic or []}
+    figures = run_selectors.versions_metrics(agent=agent, numbers=[v.number for v in versions], since=since)
     rows = [
-        {
-            "version": version,
-            "weight": weights.get(version.number, 0),
-            "figures": run_selectors.version_metrics(agent=agent, version=version, since=since),
-        }
+        {"version": version, "weight": weights.get(version.number, 0), "figures": figures[version.number]}
         for version in versions
     ]
     context = {

@@ -342,6 +342,6 @@ def test_a_greeting_too_long_is_refused_in_plain_words(api):
     assert response.status_code == 422
     assert response.json()["error"] == {
         "code": "invalid_config",
-        "message": "The greeting can be at most 500 characters long.",
-        "details": [{"path": "$.greeting", "message": "The greeting can be at most 500 characters long."}],
+        "message": "The greeting is text of at most 500 characters.",
+        "details": [{"path": "$.greeting", "message": "The greeting is text of at most 500 characters."}],
     }

@@ -278,7 +278,7 @@ def test_the_greeting_is_written_in_the_editor_and_shown_atop_the_test_panel(ali
     page = client.get(f"/agents/{agent.pk}/").content.decode()
     assert "Hi! Ask me about &lt;your&gt; order." in page and 'id="panel-greeting"' in page
     refused = client.post(f"/agents/{agent.pk}/", editor_post(agent, **{"$.greeting": "x" * 501}))
-    assert errors_on(refused.content.decode())["f-greeting"] == "The greeting can be at most 500 characters long."
+    assert errors_on(refused.content.decode())["f-greeting"] == "The greeting is text of at most 500 characters."
     # Emptied, it is none: the widget shows nothing and the panel no greeting.
     assert client.post(f"/agents/{agent.pk}/", editor_post(agent, **{"$.greeting": ""})).status_code == 302
     agent.refresh_from_db()
@@ -362,7 +362,7 @@ def test_publish_versions_diff_and_restore(alice):
     agent.refresh_from_db()
     assert agent.config["instructions"] == "One." and agent.latest_version_number == 2
     bad = client.post(f"/agents/{agent.pk}/publish/", {"note": "x" * 1001})
-    assert bad.status_code == 422 and b"The note can be at most 1000 characters long." in bad.content
+    assert bad.status_code == 422 and b"The note is text of at most 1000 characters." in bad.content
 
 
 def test_an_egress_log_cursor_that_is_no_number_shows_the_first_page(alice):
@@ -1230,3 +1230,31 @@ def test_the_test_panel_names_the_actions_an_anonymous_customer_is_not_offered(a
         project=alice.project, name="Open", config={"tools": {**tools, "allow_anonymous_actions": True}}
     )
     assert 'id="panel-left-out"' not in signed_in(alice).get(f"/agents/{open_to_all.pk}/").content.decode()
+
+
+def test_the_versions_page_reads_every_versions_figures_in_the_same_few_queries(alice):
+    """An agent published many times: the versions page's figures are read together, not three queries a version."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agents.services import agent_publish, agent_update
+
+    agent = agent_create(project=alice.project, name="Front desk", config={"instructions": "One."})
+    client = signed_in(alice)
+
+    def statements() -> int:
+        assert client.get(f"/agents/{agent.pk}/versions/").status_code == 200  # the session's own writes first
+        with CaptureQueriesContext(connection) as seen:
+            assert client.get(f"/agents/{agent.pk}/versions/").status_code == 200
+        return len(seen.captured_queries)
+
+    for number in range(1, 3):
+        agent = agent_update(agent=agent, config_patch={"instructions": f"Version {number}."})
+        agent_publish(agent=agent)
+    with_two = statements()
+    for number in range(3, 9):
+        agent = agent_update(agent=agent, config_patch={"instructions": f"Version {number}."})
+        agent_publish(agent=agent)
+    assert statements() == with_two
+    body = client.get(f"/agents/{agent.pk}/versions/").content.decode()
+    assert "Version 8." in body or "version 8" in body.lower()

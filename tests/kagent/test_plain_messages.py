@@ -122,7 +122,9 @@ def _refusal(call: Any) -> str:
             "Write the opening time as HH:MM",
         ),
         ({"business_hours": {"timezone": "UTC", "closed_dates": ["2027-02-30"]}}, "not a date on the calendar"),
-        ({"instructions": "x" * 20001}, "The instructions can be at most 20,000 characters long."),
+        ({"instructions": "x" * 20001}, "The instructions are text of at most 20,000 characters."),
+        ({"greeting": None}, "The greeting is text of at most 500 characters."),
+        ({"tools": {"client": [{"description": "d"}]}}, "A client tool needs a name and a description. Missing: name."),
     ],
 )
 def test_a_refused_agent_config_says_what_is_wrong_in_plain_words(config, says):
@@ -143,7 +145,7 @@ TOOL = {
         ({"name": "Order Status"}, "like order_status"),
         ({"description": ""}, "Describe what the tool does"),
         ({"effect": "write"}, "The effect is read or action."),
-        ({"config": {"method": "GET"}}, "The call needs a method and a URL."),
+        ({"config": {"method": "GET"}}, "The call needs a method and a URL. Missing: url."),
         ({"config": {"method": "FETCH", "url": "https://api.example.com/x"}}, "GET, POST, PUT, PATCH or DELETE"),
         ({"config": {"method": "GET", "url": "https://api.example.com/x", "timeout_ms": 5}}, "milliseconds"),
         ({"config": {"method": "GET", "url": "https://api.example.com/x", "retries": 3}}, "Not known: retries."),

@@ -202,11 +202,25 @@ def test_session_scope_approves_the_tool_for_the_rest_of_the_conversation(h: Har
     assert decide(h, first, scope="session").status_code == 200
     h.drive(first["id"])
     Ticket.objects.all().update(status="closed")  # one open ticket per customer: let the next one be made
-    h.fake.script("scope", [calls(("create_ticket", {**TICKET, "title": "Second"})), text("Done again.")])
+    # The fake model answers by the number of assistant messages it is sent, and the conversation already holds
+    # one ("Done."): a second script (a new version naming it) for the second run, whose first answer is a call.
+    config = {"model": {"provider": "openai_compatible", "name": "script:scope-2"}}
+    assert h.api.patch(f"/v1/agents/{agent}", {"config": config}, format="json").status_code == 200
+    assert h.api.post(f"/v1/agents/{agent}/publish", {}, format="json").status_code == 201
+    second_turns = [calls(("create_ticket", {**TICKET, "title": "Second"})), text("Again.")]
+    h.fake.script("scope-2", [text("(not reached)"), *second_turns])
     second = h.run(agent, "another ticket", session=session)
     assert second["status"] == "completed", second  # no second wait in this conversation
-    other = h.session(agent, **VERIFIED)
-    h.fake.script("scope", [calls(("create_ticket", {**TICKET, "title": "Third"})), text("Done.")])
+    assert Ticket.objects.filter(title="Second").exists()
+    # The call that didn't wait still records whose approval it ran under, and on which call it was given.
+    [given] = h.tool_steps(first["id"])
+    [allowed] = h.tool_steps(second["id"])
+    assert allowed["status"] == "succeeded" and allowed["approval"]["given_on"] == given["call_id"]
+    assert {k: v for k, v in allowed["approval"].items() if k != "given_on"} == given["approval"]
+    assert given["approval"]["scope"] == "session" and given["approval"]["decided_by"]
+    Ticket.objects.all().update(status="closed")
+    other = h.session(agent, **VERIFIED)  # another conversation: the approval doesn't reach it
+    h.fake.script("scope-2", [calls(("create_ticket", {**TICKET, "title": "Third"})), text("Done.")])
     assert h.run(agent, "ticket", session=other)["status"] == "requires_action"
 
 

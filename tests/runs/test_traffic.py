@@ -126,3 +126,25 @@ def test_the_split_draws_by_weight():
     assert 0.06 < share < 0.14  # about 10%
     assert traffic_version(traffic, "agt_1", "ses_7") == traffic_version(traffic, "agt_1", "ses_7")
     assert traffic_version([{"version": 3, "weight": 0}, {"version": 4, "weight": 100}], "agt_1", None) == 4
+
+
+def test_the_figures_of_several_versions_read_together_are_each_versions_own(h: Harness):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agents.models import Agent, AgentVersion
+    from runs.selectors import version_metrics, versions_metrics
+
+    agent_id = two_versions(h, "together")
+    assert h.run(agent_id, "hi", version=1)["status"] == "completed"
+    assert h.run(agent_id, "hi again", version=1)["status"] == "completed"
+    assert h.run(agent_id, "hello")["status"] == "completed"  # the latest: version 2
+    agent = Agent.objects.get(pk=agent_id)
+    since = timezone.now() - timedelta(days=1)
+    together = versions_metrics(agent=agent, numbers=[2, 1, 3], since=since)
+    assert together[1]["runs"] == 2 and together[2]["runs"] == 1 and together[3]["runs"] == 0
+    assert together[3]["p50_ms"] is None and together[3]["handoffs"] == 0
+    for number in (1, 2):
+        version = AgentVersion.objects.get(agent=agent, number=number)
+        assert version_metrics(agent=agent, version=version, since=since) == together[number]

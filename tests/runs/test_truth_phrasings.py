@@ -149,7 +149,7 @@ def test_curly_apostrophe_admission_after_a_failure_is_accepted(answer):
         "Nobody could approve the refund in time, so it was not done.",
         "The refund wasn’t done: no one approved it in time.",
         "Your address change has not been processed.",
-        "لم يتم إلغاء طلبك لأن أحداً لم يوافق عليه في الوقت.",  # "your order was not cancelled: nobody approved it"
+        "Sorry, it hasn't been taken care of.",
     ],
 )
 def test_saying_it_was_not_done_after_a_refused_call_is_accepted(answer):
@@ -158,10 +158,31 @@ def test_saying_it_was_not_done_after_a_refused_call_is_accepted(answer):
 
 @pytest.mark.parametrize(
     "answer",
-    ["It's done: I've cancelled your order.", "Your refund has been processed.", "تم إلغاء طلبك بنجاح."],
+    [
+        "It's done: I've cancelled your order.",
+        "Your refund has been processed.",
+        "تم إلغاء طلبك بنجاح.",
+        # A negated "done" elsewhere in the sentence doesn't excuse the claim beside it.
+        "Not completed yet but I've cancelled it.",
+        "I've cancelled your order; the refund hasn't been processed yet.",
+        "تم إلغاء طلبك، ولم يتم خصم أي مبلغ.",
+        "Not only is it done, your refund is on its way.",
+        "It's done, nothing more is needed.",
+    ],
 )
 def test_a_done_claim_after_a_refused_call_is_still_caught(answer):
     assert unverified_claims(answer, facts(last_failed="cancel_order")) != []
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "I've transferred you to our team; the refund hasn't been processed yet.",
+        "I've opened a ticket; it was not processed yet.",
+    ],
+)
+def test_a_negated_done_beside_another_claim_leaves_that_claim_caught(answer):
+    assert unverified_claims(answer, facts()) != []
 
 
 @pytest.mark.parametrize(
