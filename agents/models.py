@@ -93,6 +93,14 @@ class CheckRun(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    @property
+    def running(self) -> bool:
+        return self.status == self.Status.RUNNING
+
+    @property
+    def failed_count(self) -> int:
+        return sum(1 for result in self.results if isinstance(result, dict) and not result.get("passed"))
+
 
 class KnowledgeSource(models.Model):
     """What the agent can search with `search_knowledge` (for an agent, or for the whole project when agent is null):

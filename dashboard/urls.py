@@ -49,6 +49,7 @@ urlpatterns = [
     path(f"{AGENT}/traffic/", agents.agent_traffic, name="agent-traffic"),
     path(f"{AGENT}/checks/", agents.agent_check_add, name="agent-check-add"),
     path(f"{AGENT}/checks/run/", agents.agent_checks_run, name="agent-checks-run"),
+    path(f"{AGENT}/checks/status/", agents.agent_checks, name="agent-checks"),
     path(f"{AGENT}/checks/from-run/<oid:run_id>/", agents.agent_check_from_run, name="agent-check-from-run"),
     path(f"{AGENT}/checks/<oid:check_id>/delete/", agents.agent_check_delete, name="agent-check-delete"),
     path(f"{AGENT}/panel/", panel.panel, name="panel"),

@@ -357,7 +357,7 @@ RUN_CREATE = Input(
                 "maxLength": MAX_INPUT,
                 "pattern": r"\S",  # linear: one character
                 "description": "the end user's message",
-                "x-message": "input is the end user's message: a non-empty string.",
+                "x-message": "Write the customer's message: input can't be empty.",
                 "x-messages": {"maxLength": f"input is at most {MAX_INPUT} characters."},
             },
             "end_user": END_USER,

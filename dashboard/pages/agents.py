@@ -101,13 +101,19 @@ def _editor_context(request: MemberRequest, agent: Agent, values: editor.EditorV
         "effects": editor.EFFECTS,
         "time_zones": time_zones(),
         "unpublished": agent.pk in changed,
-        "checks": list(selectors.check_list(agent=agent).order_by("created_at", "pk")),
-        "last_check_run": CheckRun.objects.filter(agent=agent).order_by("-created_at", "-pk").first(),
+        **_checks_context(agent),
         "check_problems": Problems(),
         **panel_context(request, agent),
     }
     context.update(extra)
     return context
+
+
+def _checks_context(agent: Agent) -> dict[str, Any]:
+    return {
+        "checks": list(selectors.check_list(agent=agent).order_by("created_at", "pk")),
+        "last_check_run": CheckRun.objects.filter(agent=agent).order_by("-created_at", "-pk").first(),
+    }
 
 
 def _tools(request: MemberRequest) -> list[Any]:
@@ -338,22 +344,27 @@ def agent_check_delete(request: MemberRequest, agent_id: str, check_id: str) -> 
 
 @member_page("POST")
 def agent_checks_run(request: MemberRequest, agent_id: str) -> HttpResponse:
-    """Runs every check against the draft now (the page waits for them), and shows the results."""
+    """Starts every check against the draft on a worker, as `POST …/checks/run` does: the page doesn't wait, the
+    checks' card follows the run (`agent_checks`) until its results are in."""
     agent = selectors.agent_get(project=request.project, agent_id=agent_id)
     try:
         throttle.dashboard_action(request.project.pk, request.user.pk)
-        check_run = checks.check_run_start(agent=agent, version=None, queue=False)
-        if check_run.status == CheckRun.Status.RUNNING:
-            check_run = checks.check_run_execute(check_run.pk)
+        check_run = checks.check_run_start(agent=agent, version=None)
     except ApiError as exc:
         messages.error(request, exc.message)
     else:
-        failed = [r for r in check_run.results if not r["passed"]]
-        if failed:
-            messages.error(request, f"{len(failed)} of {len(check_run.results)} checks failed.")
+        if check_run.status == CheckRun.Status.RUNNING:
+            messages.info(request, "The checks are running on the draft: their results appear below when done.")
         else:
-            messages.success(request, f"All {len(check_run.results)} checks passed.")
+            messages.success(request, "No checks to run yet.")
     return redirect(reverse("dashboard:agent", kwargs={"agent_id": agent.pk}) + "#checks")
+
+
+@member_page("GET")
+def agent_checks(request: MemberRequest, agent_id: str) -> HttpResponse:
+    """The checks' card as it is now: what the agent page asks for every 2 s while a check run is running."""
+    agent = selectors.agent_get(project=request.project, agent_id=agent_id)
+    return render(request, "dashboard/_checks.html", {"agent": agent, **_checks_context(agent)})
 
 
 # --- traffic and rollback ----------------------------------------------------------------------------------------

@@ -494,7 +494,7 @@ def test_panel_runs_the_draft_as_a_test_and_answers_a_client_tool(alice, fake_ll
     )
     client = signed_in(alice)
     empty = client.post(f"/agents/{agent.pk}/panel/send/", {"message": " "}, HTTP_HX_REQUEST="true")
-    assert "input is the end user&#x27;s message: a non-empty string." in empty.content.decode()
+    assert "Write the customer&#x27;s message: input can&#x27;t be empty." in empty.content.decode()
     response = client.post(
         f"/agents/{agent.pk}/panel/send/", {"message": "cart?", "customer": "cust-42"}, HTTP_HX_REQUEST="true"
     )
@@ -1095,6 +1095,7 @@ def test_another_organizations_objects_are_a_404_on_every_page_and_htmx_endpoint
         "agent-traffic",
         "agent-check-add",
         "agent-checks-run",
+        "agent-checks",
         "agent-check-from-run",
         "agent-check-delete",
         "approval-decide",
@@ -1258,3 +1259,29 @@ def test_the_versions_page_reads_every_versions_figures_in_the_same_few_queries(
     assert statements() == with_two
     body = client.get(f"/agents/{agent.pk}/versions/").content.decode()
     assert "Version 8." in body or "version 8" in body.lower()
+
+
+def test_run_checks_starts_them_on_a_worker_and_the_card_follows_until_the_results_are_in(alice, fake_llm):
+    from agents.models import Check, CheckRun
+    from runs import checks
+
+    fake_llm.script("checks-card", [text("Our returns window is 30 days.")] * 5)
+    agent = agent_create(
+        project=alice.project,
+        name="Front desk",
+        config={"model": {"provider": "openai_compatible", "name": "script:checks-card"}},
+    )
+    Check.objects.create(
+        project=alice.project, agent=agent, name="Returns", input="returns?", expect={"output_contains": ["30 days"]}
+    )
+    client = signed_in(alice)
+    page = client.post(f"/agents/{agent.pk}/checks/run/", follow=True).content.decode()
+    assert "The checks are running on the draft" in page  # answered at once, not when they are done
+    check_run = CheckRun.objects.get(agent=agent)
+    assert check_run.status == CheckRun.Status.RUNNING
+    card = client.get(f"/agents/{agent.pk}/checks/status/").content.decode()
+    assert 'hx-trigger="every 2s"' in card and "Running 1 check on the draft" in card
+    assert "disabled" in card  # one run at a time from this card
+    checks.check_run_execute(check_run.pk)  # what the worker does with the queued task
+    card = client.get(f"/agents/{agent.pk}/checks/status/").content.decode()
+    assert "hx-trigger" not in card and "all 1 passed" in card and "badge ok" in card

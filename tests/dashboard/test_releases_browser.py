@@ -32,7 +32,8 @@ def agent_for(tenant: Tenant, fake_llm: Any, answer: str) -> Agent:
     return agent_create(project=tenant.project, name="Front desk", config={"model": model})
 
 
-def test_a_check_stops_a_regression_and_publish_anyway_is_recorded(alice, live_server, page, fake_llm):
+def test_a_check_stops_a_regression_and_publish_anyway_is_recorded(alice, live_server, page, fake_llm, start_worker):
+    start_worker(fake_llm.worker_env())  # Run checks queues them for a worker
     agent = agent_for(alice, fake_llm, "Our returns window is 30 days.")
     sign_in(page, alice)
     page.goto(f"/agents/{agent.pk}/")
@@ -43,8 +44,11 @@ def test_a_check_stops_a_regression_and_publish_anyway_is_recorded(alice, live_s
     checks.get_by_role("button", name="Add check").click()
     expect(page.locator(".messages")).to_contain_text("Check added")
     page.locator("#checks").get_by_role("button", name="Run checks on the draft").click()
-    expect(page.locator(".messages")).to_contain_text("All 1 checks passed")
+    expect(page.locator(".messages")).to_contain_text("The checks are running on the draft")
+    # The card follows the run by itself until its results are in.
+    expect(page.locator("#checks-last")).to_contain_text("all 1 passed", timeout=30_000)
     expect(page.locator("#checks-table")).to_contain_text("passed")
+    expect(page.locator("#checks").get_by_role("button", name="Run checks on the draft")).to_be_enabled()
     every_control_named(page)
 
     # A regression: the model now answers otherwise, and publishing stops with the reason.
