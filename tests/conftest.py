@@ -214,3 +214,26 @@ def wait_for(predicate: Any, timeout: float = 30, interval: float = 0.1, message
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+
+
+class _ShiftedClock:
+    """Real time, shifted: what kagent/throttle.py reads as its clock in tests."""
+
+    def __init__(self, shift: float) -> None:
+        self.shift = shift
+
+    def time(self) -> float:
+        return time.time() - self.shift
+
+
+@pytest.fixture(autouse=True)
+def limit_windows_start_with_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The request limits count in fixed windows of real time (a minute, 15 minutes, an hour: kagent/throttle.py). A
+    test that makes `limit` requests and expects the next one refused would fail whenever a window's edge fell
+    between them (it did, in CI). The limits' clock is shifted so that every test starts half a second into a fresh
+    hour (and so a fresh minute and quarter hour); the windows go on with real time from there, in this process and
+    its live server's threads alike."""
+    from kagent import throttle
+
+    now = time.time()
+    monkeypatch.setattr(throttle, "time", _ShiftedClock(now % 3600 - 0.5))

@@ -143,7 +143,6 @@ def test_owners_and_admins_set_their_projects_limits_on_the_api_keys_page(alice,
 def test_a_count_ends_with_its_window(alice):
     # Counted with one round trip in Redis: the counter is made with its expiry, so a window's count never outlives
     # it (a counter left without one would refuse the key for good once it reached the limit).
-    import time
 
     from django.core.cache import caches
 
@@ -155,7 +154,7 @@ def test_a_count_ends_with_its_window(alice):
     assert throttle.peek("expiry-test", window_s=60) == 3
     backend = caches["default"]
     assert isinstance(backend, RedisCache)  # the tests run on Redis, as production does
-    key, _ = throttle._window("expiry-test", 60, time.time())
+    key, _ = throttle._window("expiry-test", 60, throttle.time.time())  # the limits' own clock (tests/conftest.py)
     assert 0 < backend._cache.get_client(write=True).ttl(backend.make_and_validate_key(key)) <= 65
 
 
