@@ -116,6 +116,10 @@ def _checks_context(agent: Agent) -> dict[str, Any]:
     }
 
 
+def _back_to_checks(agent: Agent) -> HttpResponse:
+    return redirect(reverse("dashboard:agent", kwargs={"agent_id": agent.pk}) + "#checks")
+
+
 def _tools(request: MemberRequest) -> list[Any]:
     return list(http_tool_list(project=request.project).order_by("name"))
 
@@ -318,7 +322,7 @@ def agent_check_add(request: MemberRequest, agent_id: str) -> HttpResponse:
         messages.error(request, f"The check was not added: {exc.message}")
     else:
         messages.success(request, "Check added. Run the checks to see it pass.")
-    return redirect(reverse("dashboard:agent", kwargs={"agent_id": agent.pk}) + "#checks")
+    return _back_to_checks(agent)
 
 
 @member_page("POST")
@@ -331,7 +335,7 @@ def agent_check_from_run(request: MemberRequest, agent_id: str, run_id: str) -> 
         messages.error(request, f"The check was not added: {exc.message}")
     else:
         messages.success(request, "Kept as a check: the same message must call the same tools again.")
-    return redirect(reverse("dashboard:agent", kwargs={"agent_id": agent.pk}) + "#checks")
+    return _back_to_checks(agent)
 
 
 @member_page("POST")
@@ -339,7 +343,7 @@ def agent_check_delete(request: MemberRequest, agent_id: str, check_id: str) -> 
     agent = selectors.agent_get(project=request.project, agent_id=agent_id)
     selectors.check_get(agent=agent, check_id=check_id).delete()
     messages.success(request, "Check deleted.")
-    return redirect(reverse("dashboard:agent", kwargs={"agent_id": agent.pk}) + "#checks")
+    return _back_to_checks(agent)
 
 
 @member_page("POST")
@@ -357,7 +361,7 @@ def agent_checks_run(request: MemberRequest, agent_id: str) -> HttpResponse:
             messages.info(request, "The checks are running on the draft: their results appear below when done.")
         else:
             messages.success(request, "No checks to run yet.")
-    return redirect(reverse("dashboard:agent", kwargs={"agent_id": agent.pk}) + "#checks")
+    return _back_to_checks(agent)
 
 
 @member_page("GET")

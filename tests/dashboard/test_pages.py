@@ -555,13 +555,8 @@ def test_panel_says_why_the_agent_keeps_quiet_after_a_real_handoff(alice, fake_l
 
 
 def test_runs_filters_and_a_runs_page(alice, fake_llm):
-    fake_llm.script("runs", [text("Hello.")])
-    agent = agent_create(
-        project=alice.project, name="A", config={"model": {"provider": "openai_compatible", "name": "script:runs"}}
-    )
-    agent_publish(agent=agent, note="")
-    run = run_create(project=alice.project, api_key=None, agent_id=agent.pk, text="hi there")
-    engine.run_execute(run.pk)
+    run = answered_run(alice, fake_llm, "runs", "hi there", "Hello.")
+    agent = run.agent
     client = signed_in(alice)
     body = client.get("/runs/?status=completed&sandbox=false").content.decode()
     assert f"/runs/{run.pk}/" in body
@@ -1209,14 +1204,22 @@ def test_a_tool_test_call_that_sent_nothing_says_so(alice):
     assert "The call was signed" not in page
 
 
-def test_the_runs_list_shows_each_answer_and_links_its_input(alice, fake_llm):
-    fake_llm.script("list", [text("Your order ships tomorrow.")])
+def answered_run(tenant: Tenant, fake_llm: Any, script: str, question: str, answer: str) -> Run:
+    """A published agent's run (no key: as the dashboard starts one), answered by the scripted model."""
+    fake_llm.script(script, [text(answer)])
     agent = agent_create(
-        project=alice.project, name="Lister", config={"model": {"provider": "openai_compatible", "name": "script:list"}}
+        project=tenant.project,
+        name=script,
+        config={"model": {"provider": "openai_compatible", "name": f"script:{script}"}},
     )
     agent_publish(agent=agent, note="")
-    run = run_create(project=alice.project, api_key=None, agent_id=agent.pk, text="where is my order?")
+    run = run_create(project=tenant.project, api_key=None, agent_id=agent.pk, text=question)
     engine.run_execute(run.pk)
+    return run
+
+
+def test_the_runs_list_shows_each_answer_and_links_its_input(alice, fake_llm):
+    run = answered_run(alice, fake_llm, "list", "where is my order?", "Your order ships tomorrow.")
     body = signed_in(alice).get("/runs/").content.decode()
     assert "Your order ships tomorrow." in body
     assert f'<a href="/runs/{run.pk}/">where is my order?</a>' in body
