@@ -408,7 +408,8 @@ def _profile(n: int, one_run: Callable[[], None]) -> None:
     )
     stats = pstats.Stats(profiler)
     stats.dump_stats(str(ROOT / "var" / "bench-runs" / "profile.pstats"))  # for pstats/snakeviz: callers, callees
-    stats.sort_stats("cumulative").print_stats(r"kagent/|runs/|tools/|agents/|django/db/backends|httpx|jsonschema", 40)
+    parts = r"kagent/|runs/|guard/|tools/|agents/|django/db/backends|httpx|jsonschema"
+    stats.sort_stats("cumulative").print_stats(parts, 40)
     stats.sort_stats("tottime").print_stats(25)
 
 
@@ -430,7 +431,7 @@ CPU_PARTS = (
     ("runs.engine", "http_tool_call"),
     ("kagent.egress.client", "EgressClient.request"),
     ("runs.store", "record_result"),
-    ("runs.truth", "unverified_claims"),
+    ("guard", "check"),
     ("runs.store", "complete"),
     ("runs.events", "publish"),
     ("runs.store", "execute"),

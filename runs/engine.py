@@ -12,7 +12,6 @@ import copy
 import dataclasses
 import json
 import logging
-import re
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,6 +20,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
+import guard
 from agents.config import APPROVAL_EXPIRES_DEFAULT
 from agents.models import Agent
 from agents.selectors import searchable_sources
@@ -28,7 +28,8 @@ from desk import selectors as desk_selectors
 from kagent.errors import OUTAGES
 from kagent.models import SigningSecret
 from kagent.secrets import secret_resolve, signing_secrets_for_calls
-from runs import providers, run_events, store, transitions, truth
+from runs import providers, run_events, store, transitions
+from runs.answer_facts import answer_facts, claims_output
 from runs.approvals import APPROVE_TOOL_CALLS, approval_event, session_approvals
 from runs.builtins import builtin_execute
 from runs.lease import KEEPER, lease, release_connection
@@ -37,8 +38,6 @@ from runs.live_answer import LiveAnswer
 from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
 from runs.models import Run, RunEvent, RunStep, ToolCall
 from runs.written_calls import recover_written_calls
-from tools import builtins
-from tools.builtins import Effect, Receipt
 from tools.http_call import http_tool_call
 from tools.mcp_call import mcp_tool_call
 from tools.policy import CALLS_OUT, Decision, PolicyContext, parse_arguments, policy_check
@@ -65,8 +64,6 @@ WAITING_CALLS = (ToolCall.Status.AWAITING_OUTPUT, ToolCall.Status.AWAITING_APPRO
 FINAL_CALLS = (ToolCall.Status.SUCCEEDED, ToolCall.Status.FAILED, ToolCall.Status.REFUSED, ToolCall.Status.CANCELLED)
 FAILURE_BANNER = "[TOOL FAILED] Nothing changed. Fix the cause and retry, or tell the customer plainly that it failed."
 SIMULATED = {"ok": True, "simulated": True}
-# linear: a literal, then one digit run (backtracking stays in that run)
-TICKET_NUMBER_RE = re.compile(r"\bTKT-(\d+)\b")
 FALLBACK_ANSWER = "I'm sorry, I can't answer that right now."
 
 PLATFORM_RULES = """\
@@ -633,72 +630,26 @@ class Engine:
 
     # --- endings ----------------------------------------------------------------------------------------------
 
-    def _facts(self) -> truth.RunFacts:
-        tickets: set[str] = set()
-        handoff, any_success, ticket_made, last_failed = False, False, False, None
-        for call in self.calls:
-            builtin = builtins.get(call.name)
-            receipt = builtin.receipt if builtin is not None else None
-            if receipt is Receipt.TICKET:
-                # A ticket number a ticket built-in's result names (a new ticket, or the open one a refusal points to).
-                tickets.update(f"TKT-{int(n)}" for n in TICKET_NUMBER_RE.findall(json.dumps(call.result or {})))
-            if call.status == ToolCall.Status.SUCCEEDED:
-                any_success = True
-                handoff = handoff or receipt is Receipt.HANDOFF
-                ticket_made = (
-                    ticket_made
-                    or receipt is Receipt.TICKET
-                    or (call.kind != ToolKind.BUILTIN and call.effect == Effect.ACTION)
-                )
-                last_failed = None
-            elif call.status == ToolCall.Status.FAILED or (
-                call.status == ToolCall.Status.REFUSED and call.policy_code != "duplicate_call"
-            ):
-                # A duplicate is refused because the same call already succeeded: not a failure.
-                last_failed = call.name or call.requested_name
-        run = self.run
-
-        def ticket_numbers() -> frozenset[str]:
-            # This customer's earlier tickets are real too: "your ticket TKT-3" in a later reply is true.
-            earlier = desk_selectors.customer_ticket_numbers(
-                project_id=run.project_id, rate_key=run.rate_key, is_test=run.sandbox
-            )
-            return frozenset(tickets | {f"TKT-{n}" for n in earlier})
-
-        def handoff_done() -> bool:
-            if handoff:
-                return True
-            return run.session_id is not None and desk_selectors.session_handed_off(
-                project_id=run.project_id, session_id=run.session_id
-            )
-
-        def numbers_seen() -> frozenset[str]:
-            return truth.ticket_numbers_in([c.result for c in self.calls if c.status == ToolCall.Status.SUCCEEDED])
-
-        def numbers_given() -> frozenset[str]:
-            # The customer's own references (a booking reference, an order number) and every number a tool gave.
-            said = " ".join(m.content for m in self.transcript if m.role == "user")
-            results = [c.result for c in self.calls if c.status == ToolCall.Status.SUCCEEDED]
-            return truth.numbers_in(said) | truth.all_numbers_in(results)
-
-        return truth.RunFacts(
-            ticket_numbers, handoff_done, any_success, last_failed, ticket_made, numbers_seen, numbers_given
+    def _facts(self) -> guard.Facts:
+        tools = [f"{spec.name}: {spec.description}" for spec in self.tool_set]
+        return answer_facts(
+            self.run, calls=self.calls, transcript=self.transcript, instructions=[self.system_prompt(), *tools]
         )
 
     def _finish_with_answer(self, text: str, step: RunStep) -> bool:
         """True when the run completed; False when the answer was pushed back to the model."""
         text = text.strip() or FALLBACK_ANSWER
-        claims = truth.unverified_claims(text, self._facts())
-        if claims and self.run.pushbacks < truth.MAX_PUSHBACKS:
+        claims = guard.check(text, self._facts())
+        if claims and self.run.pushbacks < guard.MAX_PUSHBACKS:
             self.live.reset()  # pushed back: what was shown of it goes (its claims never were)
             self.run.pushbacks += 1
             self.transcript.append(Message(role="assistant", content=text))
-            self.transcript.append(Message(role="notice", content=truth.pushback_notice(claims, self.run.pushbacks)))
+            self.transcript.append(Message(role="notice", content=guard.pushback_notice(claims, self.run.pushbacks)))
             notice = RunStep(
                 run=self.run,
                 kind=RunStep.Kind.NOTICE,
                 round=self.run.rounds,
-                data={"pushback": self.run.pushbacks, "claims": claims},
+                data={"pushback": self.run.pushbacks, "claims": [claim.to_dict() for claim in claims]},
             )
             with transaction.atomic():
                 self.fence(transcript=self._transcript_json(), pushbacks=self.run.pushbacks, usage=self.run.usage)
@@ -711,7 +662,7 @@ class Engine:
             self.run,
             held_by=self.claim,
             text=text,
-            output={"text": text, "unverified_claims": claims},
+            output=claims_output(text, claims),
             transcript=self._transcript_json() + [answer.to_dict()],
             step=step,
             now=timezone.now(),

@@ -3,7 +3,7 @@
 A model call's text arrives in pieces (runs/providers: the request's `sink`). Each piece goes, in order, through
   1. the recovery of tool calls written as text (runs/written_calls.py `WrittenCallFilter`): a block is never shown,
      not even its first characters;
-  2. the truthfulness guard over a streamed answer (runs/truth.py `AnswerStream`): only whole sentences it has
+  2. the truthfulness guard over a streamed answer (guard/stream.py `AnswerStream`): only whole sentences it has
      checked are released, and nothing after a possible claim — no unverified confirmation is shown even for an
      instant;
 and what is released is written as a `run.output.delta` event (its text in the row), which wakes the run's followers.
@@ -24,8 +24,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import guard
 from kagent.sql import execute
-from runs import run_events, truth
+from runs import run_events
 from runs.lease import release_connection
 from runs.models import RunEvent
 from runs.written_calls import WrittenCallFilter
@@ -46,13 +47,13 @@ def _clean(text: str) -> str:
 class LiveAnswer:
     """The sink of one run's model calls (runs.llm.TextSink), for the run's whole time in this worker."""
 
-    def __init__(self, run_id: str, facts: Callable[[], truth.RunFacts], *, followed: bool = False) -> None:
+    def __init__(self, run_id: str, facts: Callable[[], guard.Facts], *, followed: bool = False) -> None:
         self.run_id = run_id
         self._facts = facts
         self.shown = ""  # written as deltas since the last reset: what a follower may have on screen
         self._kept = ""  # released, not written (nobody followed): written with the completion
         self._filter = WrittenCallFilter()
-        self._guard: truth.AnswerStream | None = None
+        self._guard: guard.AnswerStream | None = None
         self._followed = followed
         self._looked = time.monotonic() if followed else 0.0
 
@@ -63,7 +64,7 @@ class LiveAnswer:
         if not visible:
             return
         if self._guard is None:
-            self._guard = truth.AnswerStream(self._facts())
+            self._guard = guard.AnswerStream(self._facts())
         released = self._guard.feed(visible)
         if released:
             self._release(released)

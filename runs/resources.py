@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import guard
 from kagent.openapi import component
 from kagent.rendering import OMIT, Const, Field, Resource, Timestamp
 from runs.models import Message, Run, RunStep, Session, ToolCall
@@ -16,6 +17,15 @@ _NULLABLE_ID = {"type": ["string", "null"]}
 def _usage(run: Run) -> dict[str, int]:
     usage = run.usage or {}
     return {"input_tokens": usage.get("input_tokens", 0), "output_tokens": usage.get("output_tokens", 0)}
+
+
+def _output(run: Run) -> dict[str, Any] | None:
+    """A completed run's output; one completed before the guard listed kinds carries its claims as actions."""
+    output = run.output
+    if isinstance(output, dict) and "claims" not in output:
+        claims = output.get("unverified_claims") or []
+        output = {**output, "claims": [{"kind": guard.UNBACKED_ACTION, "text": str(text)} for text in claims]}
+    return output
 
 
 RUN: Resource[Run] = Resource(
@@ -40,17 +50,29 @@ RUN: Resource[Run] = Resource(
             {
                 "type": ["object", "null"],
                 "description": "on `completed` only",
-                "required": ["text", "unverified_claims"],
+                "required": ["text", "unverified_claims", "claims"],
                 "properties": {
-                    "text": {"type": "string"},
+                    "text": {"type": "string", "description": "the model's answer as written (Markdown kept)"},
                     "unverified_claims": {
                         "type": "array",
                         "items": {"type": "string"},
-                        "description": "claims the truthfulness guard could not match to a tool result",
+                        "description": "the texts of `claims`",
+                    },
+                    "claims": {
+                        "type": "array",
+                        "description": (
+                            "what the truthfulness guard found nothing in the conversation to back: a reference or a "
+                            "figure no source gives, an action no call did (usually empty)"
+                        ),
+                        "items": {
+                            "type": "object",
+                            "required": ["kind", "text"],
+                            "properties": {"kind": {"enum": list(guard.KINDS)}, "text": {"type": "string"}},
+                        },
                     },
                 },
             },
-            lambda run: run.output if run.status == Run.Status.COMPLETED else None,
+            lambda run: _output(run) if run.status == Run.Status.COMPLETED else None,
         ),
         "last_error": Field(
             {

@@ -17,12 +17,13 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+import guard
 from agents.models import Agent, AgentVersion
 from agents.selectors import agent_get, searchable_sources
 from desk import services as desk_services
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
 from kagent.models import ApiKey, Project
-from runs import run_events, session_events, transitions, truth
+from runs import run_events, session_events, transitions
 from runs import store as run_store
 from runs.approvals import APPROVE_TOOL_CALLS, approvals_closed, expire_approvals_if_due
 from runs.engine import client_output_shown
@@ -160,7 +161,7 @@ def _history(session: Session) -> list[Message]:
             continue
         history.append(Message(role=row["role"], content=row["content"]))
         if row["role"] == ChatMessage.Role.ASSISTANT and row["unverified_claims"]:
-            history.append(Message(role="notice", content=truth.history_notice(row["unverified_claims"])))
+            history.append(Message(role="notice", content=guard.history_notice(row["unverified_claims"])))
     return history
 
 

@@ -1,6 +1,7 @@
 """The architecture drawn from the imports: no cycles, and no app importing one above it.
 
-Apps from the bottom up: `kagent` (tenancy, the outbound client, the API's edge), `tools`, `agents`, `hooks`, `desk`,
+Apps from the bottom up: `kagent` (tenancy, the outbound client, the API's edge), `guard` (the truthfulness
+guard: it imports no app), `tools`, `agents`, `hooks`, `desk`,
 `runs`, `dashboard`. An app's modules import only its own and those of the apps below it — except its edge (`apis`,
 `urls`), which may call any app's services and selectors. Imports inside functions count too.
 
@@ -19,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["kagent", "tools", "agents", "hooks", "desk", "runs", "dashboard"]
+LAYERS = ["kagent", "guard", "tools", "agents", "hooks", "desk", "runs", "dashboard"]
 EDGE = {f"{app}.{leaf}" for app in LAYERS for leaf in ("apis", "urls")} | {"kagent.api_urls"}
 # What an app may import of an app above it: the desk, the conversation it works on (see the docstring).
 BENEATH = {"desk": {"runs.models", "runs.limits", "runs.session_events", "runs.resources", "runs.pubsub"}}

@@ -4,7 +4,7 @@ word overlap with the tools' names and descriptions, fills arguments from the sc
 
 It answers a tool result as a person would, in the customer's language: plain sentences of what the result says,
 never its JSON, K-Agent's ids or the notes a result carries for the model ("Tell the customer…"); a failure as a
-plain apology, without its code. What it says is what the truthfulness guard (runs/truth.py) verifies: a handoff
+plain apology, without its code. What it says is what the truthfulness guard (guard/) verifies: a handoff
 only after the handoff built-in made one, a ticket's number only as the ticket's receipt gives it, every failure
 with an admission; an answer the guard pushes back anyway is followed by a plain "I can't confirm that"."""
 
@@ -324,7 +324,7 @@ def demo_arguments(tool: ToolDefinition, user_text: str) -> dict[str, Any]:
 
 # What the customer reads, in their language (Arabic when they write more Arabic than Latin letters). Each is a
 # plain sentence a person would say; none names a tool, a code or an id. The claims in them are the ones the
-# truthfulness guard (runs/truth.py) verifies against what the call made: the handoff and the ticket's number come
+# truthfulness guard (guard/) verifies against what the call made: the handoff and the ticket's number come
 # from the call's receipt, and every failure is said with an admission ("couldn't"), which the guard accepts as it is.
 _SAY: Final[dict[str, dict[str, str]]] = {
     "en": {

@@ -215,7 +215,7 @@ def test_a_stream_the_server_ends_early_is_resumed_with_last_event_id(client_for
     monkeypatch.setattr(streams, "last_event_id", lambda raw: resumed_after.append(read(raw)) or read(raw))
     alice = make_tenant("alice")
     client = client_for(alice.secret_key)
-    fake_llm.script("slow", [text("Done.", faults=[Fault(delay_s=0.5)])])
+    fake_llm.script("slow", [text("Hello.", faults=[Fault(delay_s=0.5)])])
     agent = published_agent(client, "slow")
     run = client.runs.create(agent=agent, input="hello")
     events = client.runs.stream(run.id)
@@ -393,7 +393,7 @@ def test_the_answer_is_read_as_it_is_written(client_for, start_worker, fake_llm)
     fake_llm.script("written", [text(written)])
     agent = published_agent(client, "written")
     start_worker(fake_llm.worker_env())
-    events = list(client.runs.create_and_stream(agent=agent, input="what's in my cart?"))
+    events = list(client.runs.create_and_stream(agent=agent, input="what's in my cart? it shows two items"))
     answer, shown = Answer(), []
     for event in events:
         if answer.add(event):

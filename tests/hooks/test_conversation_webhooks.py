@@ -76,7 +76,7 @@ def test_a_relay_gets_the_team_part_of_the_conversation_signed(hk, upstream):
 
 def test_webhook_events_carry_the_object_as_it_was_at_the_event(hk, upstream):
     create_endpoint(hk.api, upstream, types=["run.completed", "session.updated"])
-    agent = hk.agent("as-then", [text("Done.")])
+    agent = hk.agent("as-then", [text("Hello there.")])
     session = hk.session(agent)
     run = hk.run(agent, "hi", session=session)
     hk.api.post(f"/v1/sessions/{session}/messages", {"role": "team", "content": "Hi", "author": "Al"}, format="json")
@@ -91,7 +91,7 @@ def test_webhook_events_carry_the_object_as_it_was_at_the_event(hk, upstream):
     assert [event.data["status"] for event in updates] == ["handed_off", "closed"]
     pump()
     sent = {body["type"]: body["data"] for _, body in received(upstream) if body["type"] == "run.completed"}
-    assert sent["run.completed"]["metadata"] == {} and sent["run.completed"]["output"]["text"] == "Done."
+    assert sent["run.completed"]["metadata"] == {} and sent["run.completed"]["output"]["text"] == "Hello there."
 
 
 def test_test_panel_conversations_send_nothing(hk, upstream, alice):

@@ -96,7 +96,7 @@ def test_sandbox_runs_never_reach_webhooks(hk, upstream):
 def test_store_false_runs_send_ids_and_statuses_never_content(hk, upstream):
     create_endpoint(hk.api, upstream, types=["run.completed"])
     agent = hk.agent("private", [text("Your order 8812 ships Tuesday to 12 Palm Street.")])
-    run = hk.run(agent, "my address is 12 Palm Street", store=False, metadata={"order": "8812"})
+    run = hk.run(agent, "order 8812: my address is 12 Palm Street", store=False, metadata={"order": "8812"})
     assert run["status"] == "completed"
     pump()
     [(request, body)] = received(upstream)

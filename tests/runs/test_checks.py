@@ -118,7 +118,9 @@ def test_publish_passes_when_checks_pass_and_without_checks(h: Harness):
 @pytest.mark.django_db
 def test_a_check_of_several_turns_runs_them_in_one_conversation_against_a_version(h: Harness):
     agent = h.agent(
-        "turns", [text("Hello! How can I help?"), text("Our returns window is 30 days.")], instructions="Version one."
+        "turns",
+        [text("Hello! How can I help?"), text("Our returns window is 30 days.")],
+        instructions="Version one. Returns are accepted within 30 days.",
     )
     add_check(
         h,

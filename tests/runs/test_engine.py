@@ -30,7 +30,7 @@ def test_one_shot_text_answer(h):
     agent = h.agent("hello", [text("Hi! How can I help?")], instructions="You are Acme's assistant.")
     run = h.run(agent, "hi there")
     assert run["status"] == "completed"
-    assert run["output"] == {"text": "Hi! How can I help?", "unverified_claims": []}
+    assert run["output"] == {"text": "Hi! How can I help?", "unverified_claims": [], "claims": []}
     assert run["object"] == "run" and run["id"].startswith("run_")
     assert run["version"] == 1 and run["session"] is None and run["rounds"] == 0
     assert run["usage"]["input_tokens"] > 0
@@ -105,7 +105,7 @@ def test_ticket_for_a_verified_user_in_a_session(h):
     session = h.session(agent, **VERIFIED)
     run = h.run(agent, "my parcel is crushed", session=session, **VERIFIED)
     assert run["status"] == "completed", run
-    assert run["output"] == {"text": "I've opened ticket TKT-1 for you.", "unverified_claims": []}
+    assert run["output"] == {"text": "I've opened ticket TKT-1 for you.", "unverified_claims": [], "claims": []}
     ticket = Ticket.objects.get()
     assert ticket.display_number == "TKT-1" and ticket.priority == "high" and ticket.end_user.external_id == "cust-42"
     request = h.fake.requests("ticket")[0]

@@ -27,7 +27,7 @@ def test_assistant_messages_take_their_runs_unverified_claims(alice):
         run_model, message_model = apps.get_model("runs", "Run"), apps.get_model("runs", "Message")
         outputs = {
             "unconfirmed": {"text": "TKT-99 is open.", "unverified_claims": ["ticket TKT-99"]},
-            "confirmed": {"text": "TKT-1 is open.", "unverified_claims": []},
+            "confirmed": {"text": "TKT-1 is open.", "unverified_claims": [], "claims": []},
             "no output": None,
         }
         made = {}

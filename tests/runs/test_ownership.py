@@ -129,7 +129,7 @@ def test_the_lease_is_kept_while_a_model_call_is_slow(h, settings, monkeypatch):
         pass
     threading.Event().wait(0.2)
     settings.KAGENT_RUN_LEASE_SECONDS = 3
-    agent = h.agent("slow-model", [text("done")])
+    agent = h.agent("slow-model", [text("hello")])
     started = h.start(agent)
     real = engine.providers.complete
     leases = []

@@ -104,7 +104,7 @@ def test_each_version_has_its_figures(h: Harness):
     assert failed["status"] == "failed"
     # A ticket no tool made, claimed three times: pushed back twice, then kept as an unverified claim.
     h.fake.script("figures", [text("I've opened ticket TKT-99."), text("TKT-99 is open."), text("TKT-99 is handled.")])
-    assert h.run(agent, "ticket?")["output"]["unverified_claims"] == ["ticket TKT-99"]
+    assert "ticket TKT-99" in h.run(agent, "ticket?")["output"]["unverified_claims"]
     metrics = h.api.get(f"/v1/agents/{agent}/versions/1/metrics").json()
     assert metrics["object"] == "version_metrics" and metrics["version"] == 1
     assert metrics["runs"] == 3 and metrics["completed"] == 2 and metrics["failed"] == 1

@@ -133,10 +133,10 @@ def test_a_key_has_its_own_allowance_of_waits(gunicorn, settings):
 def test_a_wait_ends_when_the_run_settles(gunicorn, start_worker, fake_llm):
     url = gunicorn()
     alice = make_tenant("alice")
-    fake_llm.script("settles", [text("done")])
+    fake_llm.script("settles", [text("hello")])
     agent = publish(alice.client(), "settles")
     start_worker(fake_llm.worker_env())
     response = post_run(url, alice.secret_key, agent, wait=30)
     assert response.status_code == 200
-    assert response.json()["status"] == "completed" and response.json()["output"]["text"] == "done"
+    assert response.json()["status"] == "completed" and response.json()["output"]["text"] == "hello"
     assert "Retry-After" not in response.headers

@@ -42,7 +42,7 @@ def test_a_call_written_as_text_runs_as_the_models_call_and_is_never_shown(h):
     run = h.drive(run.json()["id"])
 
     assert run["status"] == "completed" and run["rounds"] == 1
-    assert run["output"] == {"text": "Someone from our team will continue here.", "unverified_claims": []}
+    assert run["output"] == {"text": "Someone from our team will continue here.", "unverified_claims": [], "claims": []}
     assert Handoff.objects.get().summary == "Parcel arrived damaged"
     [call] = h.tool_steps(run["id"])
     assert call["name"] == "transfer_to_human" and call["status"] == "succeeded"

@@ -13,7 +13,8 @@ import pytest
 from django.utils import timezone
 
 from desk.models import Handoff, Ticket
-from runs import providers, truth
+import guard
+from runs import providers
 from runs.engine import FAILURE_BANNER
 from runs.llm import Message, ToolCallRequest, ToolDefinition
 from runs.models import Run
@@ -72,15 +73,31 @@ def assert_plain(text: str) -> None:
         assert note not in text
 
 
-def facts(*, handoff: bool = False, tickets: frozenset[str] = frozenset(), failed: str | None = None) -> truth.RunFacts:
-    """The guard's facts after the one call an answer speaks of (as runs/engine.py `_facts` makes them)."""
-    return truth.RunFacts(
-        ticket_numbers=lambda: tickets,
-        handoff_done=lambda: handoff,
-        any_success=failed is None,
-        last_call_failed=failed,
-        ticket_made=bool(tickets) and failed is None,
-    )
+def facts(
+    *,
+    handoff: bool = False,
+    tickets: frozenset[str] = frozenset(),
+    failed: str | None = None,
+    result: object = None,
+    name: str = "order_status",
+) -> guard.Facts:
+    """The guard's facts after the one call an answer speaks of (as runs/answer_facts.py makes them)."""
+    calls = []
+    if handoff:
+        calls.append(guard.Call("transfer_to_human", "escalation", True, HANDED_OFF, receipt="handoff", builtin=True))
+    if failed:
+        calls.append(guard.Call(failed, "action", False, result))
+    elif tickets:
+        made = {"ok": True, "ticket": {"number": sorted(tickets)[0], "status": "open"}}
+        calls.append(guard.Call("create_ticket", "action", True, made, receipt="ticket", builtin=True))
+    elif result is not None:
+        calls.append(guard.Call(name, "read", True, result, knowledge=name == "search_knowledge"))
+    return guard.Facts(calls=tuple(calls), ticket_numbers=lambda: tickets)
+
+
+def claims(text: str, facts: guard.Facts) -> list[str]:
+    """The kinds of the claims the guard finds."""
+    return [claim.kind for claim in guard.check(text, facts)]
 
 
 def test_demo_picks_the_tool_the_words_match_and_fills_its_arguments() -> None:
@@ -261,9 +278,9 @@ def test_demo_says_a_handoff_plainly_and_the_guard_verifies_it() -> None:
 
     assert text == "(Demo model) I've passed this to a person from the team; they'll continue here."
     assert_plain(text)
-    assert truth.unverified_claims(text, facts(handoff=True)) == []
+    assert claims(text, facts(handoff=True)) == []
     # The sentence is a claim of a handoff: true only because the call made one.
-    assert truth.unverified_claims(text, facts()) == ["handoff to the team"]
+    assert claims(text, facts()) == [guard.UNBACKED_ACTION]
 
 
 def test_demo_gives_the_tickets_own_number() -> None:
@@ -273,8 +290,8 @@ def test_demo_gives_the_tickets_own_number() -> None:
         "(Demo model) I've opened ticket TKT-12 for you, and the team will follow up on it. Please keep this number."
     )
     assert_plain(text)
-    assert truth.unverified_claims(text, facts(tickets=frozenset({"TKT-12"}))) == []
-    assert truth.unverified_claims(text, facts(tickets=frozenset({"TKT-13"}))) != []  # only that ticket's number
+    assert claims(text, facts(tickets=frozenset({"TKT-12"}))) == []
+    assert claims(text, facts(tickets=frozenset({"TKT-13"}))) != []  # only that ticket's number
 
 
 def test_demo_gives_the_open_ticket_a_refusal_names_and_opens_none() -> None:
@@ -294,7 +311,7 @@ def test_demo_gives_the_open_ticket_a_refusal_names_and_opens_none() -> None:
     )
     assert_plain(text)
     # The refusal names the ticket (runs/engine.py reads it from the result); the call itself failed.
-    assert truth.unverified_claims(text, facts(tickets=frozenset({"TKT-7"}), failed="create_ticket")) == []
+    assert claims(text, facts(tickets=frozenset({"TKT-7"}), failed="create_ticket", result=refusal)) == []
 
 
 @pytest.mark.parametrize(
@@ -315,7 +332,7 @@ def test_demo_apologises_for_a_failure_without_codes_and_claims_nothing(name: st
     assert says in text
     assert_plain(text)
     assert code not in text and "could not check" not in text
-    assert truth.unverified_claims(text, facts(failed=name)) == []
+    assert claims(text, facts(failed=name)) == []
 
 
 def test_demo_answers_a_knowledge_search_with_a_sentence_of_the_best_passage() -> None:
@@ -338,7 +355,7 @@ def test_demo_answers_a_knowledge_search_with_a_sentence_of_the_best_passage() -
     assert text == "(Demo model) Here's what I found: Returns are accepted within 30 days of delivery."
     assert_plain(text)
     assert "ks_" not in text
-    assert truth.unverified_claims(text, facts()) == []
+    assert claims(text, facts(result=found, name="search_knowledge")) == []
 
 
 def test_demo_says_it_does_not_know_when_the_knowledge_has_nothing() -> None:
@@ -407,23 +424,23 @@ def test_demo_answers_in_the_customers_language() -> None:
     assert "TKT-12" in ticket
     for text in (handoff, ticket):
         assert_plain(text)
-    assert truth.unverified_claims(handoff, facts(handoff=True)) == []
-    assert truth.unverified_claims(handoff, facts()) == ["handoff to the team"]
-    assert truth.unverified_claims(ticket, facts(tickets=frozenset({"TKT-12"}))) == []
+    assert claims(handoff, facts(handoff=True)) == []
+    assert claims(handoff, facts()) == [guard.UNBACKED_ACTION]
+    assert claims(ticket, facts(tickets=frozenset({"TKT-12"}))) == []
 
 
 def test_demo_answers_plainly_after_the_guard_pushes_an_answer_back() -> None:
     conversation = [
         user("I need a human, my order 8812 is late"),
         Message(role="assistant", content="(Demo model) I've passed this to a person from the team."),
-        Message(role="notice", content=truth.pushback_notice(["handoff to the team"], 1)),
+        Message(role="notice", content=guard.pushback_notice([guard.Claim(guard.UNBACKED_ACTION, "I have passed this on")], 1)),
     ]
 
     response = providers.complete(make_request(DEMO, conversation))
 
     assert response.tool_calls == ()
     assert response.text == "(Demo model) I'm sorry, I can't confirm that right now."
-    assert truth.unverified_claims(response.text, facts()) == []
+    assert claims(response.text, facts()) == []
 
 
 # --- asking for a person ----------------------------------------------------------------------------------------
@@ -528,7 +545,7 @@ def test_demo_streams_its_answer_word_by_word() -> None:
     assert len(sink.pieces) == len(response.text.split())
     assert all(len(piece.split()) == 1 for piece in sink.pieces)
     # Released by the guard sentence by sentence as the words arrive, the whole answer once it is verified.
-    stream = truth.AnswerStream(facts(handoff=True))
+    stream = guard.AnswerStream(facts(handoff=True))
     shown = "".join(stream.feed(piece) for piece in sink.pieces)
     end = stream.finish()
     assert end.claims == [] and shown + end.delta == response.text
@@ -568,7 +585,7 @@ def test_a_customer_who_asks_for_a_person_is_handed_off_and_told_so_plainly(h: A
     run = demo_run(h, "demo-handoff", words)
 
     assert run["status"] == "completed", run
-    assert run["output"] == {"text": f"(Demo model) {says}", "unverified_claims": []}
+    assert run["output"] == {"text": f"(Demo model) {says}", "unverified_claims": [], "claims": []}
     assert_plain(run["output"]["text"])
     handoff = Handoff.objects.get()
     assert handoff.reason_type == "customer_requested" and handoff.summary == words
@@ -587,6 +604,7 @@ def test_a_ticket_answer_carries_the_tickets_number_and_streams_verified_sentenc
         "text": f"(Demo model) I've opened ticket {ticket.display_number} for you, and the team will follow up on "
         "it. Please keep this number.",
         "unverified_claims": [],
+        "claims": [],
     }
     assert_plain(run["output"]["text"])
     got = answer_events(h, run["id"])

@@ -1,0 +1,365 @@
+"""What one sentence claims, and whether the conversation backs it.
+
+Three kinds (SPEC §5), each decided by where the fact came from, not by a list of phrasings:
+- `ungrounded_reference`: a reference-like token (letters and digits mixed, `#` and digits, five digits and more,
+  or any number after a reference word: "order", "ticket", "رقم") that appears in no source (guard/facts.py); one
+  presented as a ticket's (after a ticket word, or `TKT-…`) must come from a ticket source: a ticket tool, a result
+  under a ticket-like key, the customer's own words, the customer's tickets.
+- `ungrounded_figure`: any other number stated as a fact (an amount, a price, a window, a duration, a date, a
+  count; in digits, or a number word before a unit: "thirty days") whose value appears in no source. A question
+  states no figure; a number after a structural word ("step 2") numbers the answer's own parts.
+- `unbacked_action`: a statement that an action was carried out, found with the lexicons (guard/lexicon.py) and
+  read in its scope — its clause part's negation, a leading condition, a question, the irrealis words before it
+  (a future, an offer, a possibility), a habitual rule of the business — unless a call of a matching effect
+  succeeded: a handoff needs a handoff (or the team holding the conversation), a ticket a ticket tool (or one of
+  the business's own action tools), the team's follow-up either, "done" any successful call, any other action a
+  succeeded action call or a lookup that reported it done ("status": "cancelled" backs "your order was
+  cancelled"). Right after a call failed (nothing succeeded after it), an action claimed done is a claim whatever
+  succeeded before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from guard import figures
+from guard.facts import Evidence, Facts
+from guard.lexicon import CONCEPTS, GAP, HARD, INDEX, MAX_GAP, SOFT, Form, Index, Lexicon, key, tokens
+from guard.reading import Sentence, sentences
+
+UNBACKED_ACTION = "unbacked_action"
+UNGROUNDED_REFERENCE = "ungrounded_reference"
+UNGROUNDED_FIGURE = "ungrounded_figure"
+UNCHECKED = "unchecked"
+KINDS = (UNBACKED_ACTION, UNGROUNDED_REFERENCE, UNGROUNDED_FIGURE, UNCHECKED)
+_TEXT_MAX = 160
+_EDGE = ".,;:!?()[]{}\"'«»“”‘’¿¡*"
+_NOT_TICKET_CONCEPTS = frozenset({"handoff", "followup", "done", "confirm"})
+_NOT_RELAYED = frozenset({"handoff", "followup", "ticket", "done"})
+_AFTER = frozenset(CONCEPTS) - {"handoff", "followup", "ticket", "confirm"}  # claimed done despite a failure
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    kind: str
+    text: str  # what the answer said, as the customer reads it (a long one cut: a 5,000-digit number is no list)
+    # The tool whose failed call came last (for the push-back's words, not the API): not part of what it claims.
+    after_failure: str = dataclasses.field(default="", compare=False)
+
+    @staticmethod
+    def of(kind: str, text: str, limit: int = 40, after_failure: str = "") -> Claim:
+        return Claim(kind, text if len(text) <= limit else text[: limit - 1] + "…", after_failure)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "text": self.text}
+
+
+class Ground:
+    """The evidence of one answer's facts, read when first needed: this run's first, then with the segment's
+    earlier calls for what this run's don't back (a query, asked at most once)."""
+
+    def __init__(self, facts: Facts, index: Index = INDEX) -> None:
+        # Each lookup may cost a query: asked at most once for the whole answer.
+        self.facts = dataclasses.replace(
+            facts,
+            earlier_calls=functools.cache(facts.earlier_calls),
+            ticket_numbers=functools.cache(facts.ticket_numbers),
+            handed_off=functools.cache(facts.handed_off),
+        )
+        self.index = index
+        self._first: Evidence | None = None
+        self._full: Evidence | None = None
+        self._relayed: dict[int, frozenset[str]] = {}
+
+    def last_failed(self) -> str:
+        """The tool whose failed call came last, with nothing succeeded after it ("" when none)."""
+        evidence = self._full or self._first
+        return (evidence.last_failed or "") if evidence is not None else ""
+
+    def relayed(self, evidence: Evidence) -> frozenset[str]:
+        """The actions a tool result itself states as done ("status": "Cancelled", "The order has already shipped"),
+        read with the same scope as an answer: a failure message's "could not be cancelled" states nothing done."""
+        found = self._relayed.get(id(evidence))
+        if found is None:
+            concepts: set[str] = set()
+            for text in evidence.results:
+                for sentence in sentences(text, self.index.abbreviations):
+                    concepts.update(_actions(sentence, self.index))
+            found = self._relayed[id(evidence)] = frozenset(concepts - _NOT_RELAYED)
+        return found
+
+    def holds(self, test: Callable[..., bool], *args: Any) -> bool:
+        """`test(evidence, *args)` on this run's evidence, else on the segment's."""
+        if self._first is None:
+            self._first = Evidence(self.facts, self.index)
+        if test(self._first, *args):
+            return True
+        if self._full is None:
+            self._full = Evidence(self.facts, self.index, with_earlier=True)
+        return test(self._full, *args)
+
+
+# --- actions ---------------------------------------------------------------------------------------------------
+
+
+def _clause_tokens(sentence: Sentence, index: Index) -> list[list[str]]:
+    """The sentence's clauses, each a list of tokens with `SOFT` where a join word stood."""
+    clauses: list[list[str]] = [[]]
+    for token in tokens(sentence.words):
+        if token == HARD:
+            if clauses[-1]:
+                clauses.append([])
+        elif token in index.joins:
+            if clauses[-1] and clauses[-1][-1] != SOFT:
+                clauses[-1].append(SOFT)
+        elif token in index.breaks:
+            if clauses[-1]:
+                clauses.append([])
+            clauses[-1].append(token)
+        else:
+            clauses[-1].append(token)
+    return [clause for clause in clauses if clause]
+
+
+def _match(clause: list[str], start: int, form: Form) -> int | None:
+    """Where `form` matching from `start` ends (exclusive), or None; a gap skips up to MAX_GAP words, never a join."""
+
+    def at(position: int, part: int) -> int | None:
+        if part == len(form.tokens):
+            return position
+        wanted = form.tokens[part]
+        if wanted == GAP:
+            for skip in range(MAX_GAP + 1):
+                if position + skip > len(clause) or SOFT in clause[position : position + skip]:
+                    break
+                end = at(position + skip, part + 1)
+                if end is not None:
+                    return end
+            return None
+        if position < len(clause) and (clause[position] == wanted or (part == 0 and position == start)):
+            return at(position + 1, part + 1)
+        return None
+
+    return at(start, 0)
+
+
+def _contains(lexicon: Lexicon, kind: str, part: list[str]) -> bool:
+    for entry in lexicon.words[kind]:
+        if len(entry) == 1:
+            continue
+        width = len(entry)
+        if any(tuple(part[i : i + width]) == entry for i in range(len(part) - width + 1)):
+            return True
+    return any(lexicon.has(kind, token) for token in part)
+
+
+def _names(clause: list[str], entries: frozenset[tuple[str, ...]]) -> bool:
+    for entry in entries:
+        width = len(entry)
+        if any(tuple(clause[i : i + width]) == entry for i in range(len(clause) - width + 1)):
+            return True
+    return False
+
+
+def _done_here(
+    lexicon: Lexicon, form: Form, clause: list[str], start: int, end: int, *, asks: bool, last: bool
+) -> bool:
+    """The form found at clause[start:end] says, in its scope, that it was done."""
+    seg_start = start
+    while seg_start > 0 and clause[seg_start - 1] != SOFT:
+        seg_start -= 1
+    seg_end = end
+    while seg_end < len(clause) and clause[seg_end] != SOFT:
+        seg_end += 1
+    part = clause[seg_start:seg_end]
+    words = [token for token in clause if token != SOFT]
+    if _contains(lexicon, "negations", part) or _contains(lexicon, "business_things", words):
+        return False
+    if lexicon.opens("conditions", words) or lexicon.opens("conditions", part):
+        return False
+    if asks and (last or lexicon.opens("questions", words)):
+        return False
+    before = [token for token in clause[:start] if token != SOFT][-4:]
+    if before and lexicon.has("negations_before", before[-1]):
+        return False
+    if _contains(lexicon, "irrealis", before):
+        return False
+    after = [token for token in clause[end:] if token != SOFT][:2]
+    if after and _contains(lexicon, "irrealis_after", after):
+        return False
+    strong = _contains(lexicon, "perfective", before[-3:]) or _ends_with(lexicon, "perfective", before)
+    habitual = _contains(lexicon, "habitual", words)
+    if not form.after_perfective:
+        return strong or not habitual
+    if strong:
+        return True
+    if habitual:
+        return False
+    if _contains(lexicon, "state", before[-3:]):
+        return True
+    return lexicon.telegraphic and (start == seg_start or (end == seg_end and seg_end - seg_start <= 3))
+
+
+def _ends_with(lexicon: Lexicon, kind: str, before: list[str]) -> bool:
+    """A perfective phrase right before the form ("went ahead and" reads across its join)."""
+    return any(len(entry) > 1 and tuple(before[-len(entry) :]) == entry for entry in lexicon.words[kind])
+
+
+def _actions(sentence: Sentence, index: Index) -> list[str]:
+    """The concepts this sentence says were done."""
+    found: list[str] = []
+    clauses = _clause_tokens(sentence, index)
+    conditional = bool(clauses) and any(lexicon.opens("conditions", clauses[0]) for lexicon in index.lexicons.values())
+    for number, clause in enumerate(clauses):
+        last = number == len(clauses) - 1
+        position = 0
+        while position < len(clause):
+            token = clause[position]
+            matched_to = position + 1
+            for form in index.candidates(token) if token != SOFT else ():
+                end = _match(clause, position, form)
+                if end is None:
+                    continue
+                lexicon = index.lexicons[form.language]
+                if not _done_here(lexicon, form, clause, position, end, asks=sentence.asks, last=last):
+                    continue
+                concept = _concept(form.concept, clause, index)
+                if concept == "followup" and conditional:
+                    continue  # "If you email us, our team will get back to you" describes; it promises nothing
+                if concept is not None and concept not in found:
+                    found.append(concept)
+                matched_to = max(matched_to, end)
+            position = matched_to
+    return found
+
+
+def _concept(concept: str, clause: list[str], index: Index) -> str | None:
+    names_team = _names(clause, index.team_words)
+    if concept == "followup":
+        return concept if names_team else None
+    if concept not in _NOT_TICKET_CONCEPTS and _names(clause, index.ticket_words):
+        return "ticket"
+    if concept == "send" and names_team:
+        return "handoff"
+    return concept
+
+
+def _backed(evidence: Evidence, concept: str, ground: Ground) -> bool:
+    if concept == "handoff":
+        return evidence.handed_off
+    if concept == "ticket":
+        return evidence.ticket_made
+    if concept == "followup":
+        return evidence.ticket_made or evidence.handed_off
+    if concept == "confirm":
+        return evidence.any_success
+    if concept == "done":
+        return evidence.any_success and evidence.last_failed is None
+    if concept in ground.relayed(evidence):
+        return True
+    named = evidence.backs is None or concept in evidence.backs
+    return evidence.action_succeeded and named and evidence.last_failed is None
+
+
+# --- references and figures ------------------------------------------------------------------------------------
+
+
+_ATTACHED = frozenset("وفبل")  # Arabic letters written onto the next word: و٦٠ is "and 60"
+
+
+def _core(word: str) -> str:
+    core = word.strip(_EDGE)
+    if len(core) > 1 and core[0] in _ATTACHED and core[1].isascii() and core[1].isalnum():
+        core = core[1:]
+    return core.rstrip("%") if core.endswith("%") else core
+
+
+def _numbers(sentence: Sentence, index: Index, ground: Ground) -> list[Claim]:
+    claims: list[Claim] = []
+    keys = [key(word.strip(_EDGE)) for word in sentence.words]
+    for position, word in enumerate(sentence.words):
+        core = _core(word)
+        if not core or figures.is_link(core):
+            continue
+        before = keys[max(0, position - 2) : position]
+        if figures.has_digit(core):
+            if before and before[-1] in index.structural:
+                continue
+            unit_after = position + 1 < len(keys) and keys[position + 1] in index.units
+            ticket = core.upper().startswith("TKT") or any(
+                (b,) in index.ticket_words for b in keys[max(0, position - 4) : position]
+            )
+            named = any(b in index.reference_words for b in before) and not unit_after and figures.plain(core)
+            if figures.looks_like_code(core) or named or (ticket and figures.plain(core)):
+                if not ground.holds(_reference_grounded, core, ticket):
+                    claims.append(Claim.of(UNGROUNDED_REFERENCE, f"ticket {core.lstrip('#')}" if ticket else core))
+                continue
+            if sentence.asks:
+                continue
+            groups = figures.groups(core)
+            if groups and not ground.holds(_figure_grounded, groups):
+                unit = sentence.words[position + 1].strip(_EDGE) if unit_after else ""
+                claims.append(Claim.of(UNGROUNDED_FIGURE, f"{core} {unit}" if unit else core))
+        elif not sentence.asks and (
+            (position + 1 < len(keys) and keys[position + 1] in index.units) or keys[position] in index.units
+        ):
+            value = _number_word(keys[position], index)
+            if value is not None and not ground.holds(_value_grounded, value):
+                unit = sentence.words[position + 1].strip(_EDGE) if keys[position] not in index.units else ""
+                claims.append(Claim.of(UNGROUNDED_FIGURE, f"{core} {unit}".strip()))
+    return claims
+
+
+def _number_word(word: str, index: Index) -> str | None:
+    if word in index.numbers:
+        return str(index.numbers[word])
+    if "-" in word:
+        parts = word.split("-")
+        if all(part in index.numbers for part in parts):
+            return str(sum(index.numbers[part] for part in parts))
+    return None
+
+
+def _value_grounded(evidence: Evidence, value: str) -> bool:
+    return value in evidence.values
+
+
+def _reference_grounded(evidence: Evidence, core: str, ticket: bool) -> bool:
+    code = figures.code(core)
+    if ticket:
+        digits = figures.code("".join(char for char in core if char.isdigit()))
+        return (
+            code in evidence.ticket_codes
+            or code in evidence.tickets
+            or (bool(digits) and (digits in evidence.ticket_codes or f"TKT{digits}" in evidence.tickets))
+        )
+    return code in evidence.codes
+
+
+def _figure_grounded(evidence: Evidence, groups: list[frozenset[str]]) -> bool:
+    return all(not group.isdisjoint(evidence.values) for group in groups)
+
+
+# --- one sentence ----------------------------------------------------------------------------------------------
+
+
+def sentence_claims(sentence: Sentence, ground: Ground, index: Index = INDEX) -> list[Claim]:
+    """Every claim of one sentence (see the module docstring), in both its readings when it has two."""
+    claims = _claims(sentence, ground, index)
+    if sentence.split is not None:
+        alternate = sentence._replace(words=sentence.split, split=None)
+        claims += [claim for claim in _claims(alternate, ground, index) if claim not in claims]
+    return claims
+
+
+def _claims(sentence: Sentence, ground: Ground, index: Index) -> list[Claim]:
+    claims = _numbers(sentence, index, ground)
+    for concept in _actions(sentence, index):
+        if not ground.holds(_backed, concept, ground):
+            failed = ground.last_failed()
+            claims.append(Claim.of(UNBACKED_ACTION, sentence.text, _TEXT_MAX, failed if concept in _AFTER else ""))
+            break
+    return claims

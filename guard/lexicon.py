@@ -1,0 +1,352 @@
+"""The words of the guard: one lexicon a language, data in `guard/lexicons/<language>.toml`, loaded once at start.
+
+What an answer claims is read from these words, not from code: adding a language is adding a file, and a missed
+phrasing is a line in one. A lexicon holds (each key optional but `language`, `name` and `claims`; every entry is a
+word or a phrase of words; in a phrase, `*` stands for up to three words of any kind):
+
+- `claims`: `[[claims]]` tables, each a `concept` (one of `CONCEPTS`) with `forms` (words that say on their own that
+  it was done: "storniert", "iptal edildi", "تم الغاء") and `after_perfective` (words that say so only after one of
+  the `perfective` or `state` words, or, where `telegraphic` is on, opening a clause or ending a short one:
+  English's "cancelled" is done in "I've cancelled", "it was cancelled", "Order cancelled." and not in "cancelled
+  orders are refunded"). Every inflection is listed: nothing is stemmed.
+- the scope of a claim: `negations` (in its clause part: it did not happen, it failed), `negations_before` (right
+  before it only: Gulf Arabic's ما, which is also "what"), `irrealis` (one of the four
+  words before it: a future, a possibility, a wish, an offer, a request), `irrealis_after` (one of the two words
+  after it, for verb-final languages: "storniert werden"), `conditions` (a clause opening with one states no fact),
+  `questions` (a clause opening with one asks, in a sentence ending on a question mark), `habitual` (in its clause:
+  a rule of the business, not this customer's case: "refunds are processed within 5 days"), `business_things`
+  (in its clause: the business speaks of its own things, not the customer's: "we've updated our opening hours"),
+  `perfective` and
+  `state` (see `after_perfective`; `state` words don't count in a habitual clause), `telegraphic`.
+- clauses: `breaks` (words that end a clause: "but", "so", "that"; `,` `;` `:` `(` `)` and dashes always do) and
+  `joins` (words that join two parts of one clause: "and", "or": a negation stays in its part, an irrealis word
+  reaches across), `prefixes` (letters attached to a word that may be read without it: Arabic's و and ف).
+- sentences: `abbreviations` (words ending in a dot that end no sentence: "no.", "z.b.").
+- references and figures: `reference_words` (a number after one is a reference: "order", "ticket", "رقم"),
+  `ticket_words` (an action on one of these is a ticket: "I've opened a case"; a reference after one is a ticket's
+  number), `team_words` (a handoff or a follow-up names one: "team", "agent", "فريق"), `structural` (a number after
+  one numbers the answer's own parts: "step 2"), `numbers` (number words and their values, compared as values with
+  digits: "thirty" is 30), `units` (a number word before one is a figure: "thirty days").
+
+`LEXICONS` is every file, read and checked when this module is imported (a lexicon that can't be read stops the
+process: a guard without its words would pass everything); `INDEX` is them merged for reading an answer once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import tomllib
+import unicodedata
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from guard.reading import render_word
+
+LEXICON_DIR: Final = Path(__file__).with_name("lexicons")
+
+# Special concepts are backed by their own facts (guard/claims.py); every other is an action on the customer's case,
+# backed by a succeeded action call (or said back from a lookup that reported it).
+SPECIAL_CONCEPTS: Final = frozenset({"done", "confirm", "handoff", "ticket", "followup"})
+ACTION_CONCEPTS: Final = frozenset(
+    {
+        "cancel", "refund", "change", "update", "book", "reschedule", "send", "create", "reset", "remove", "add",
+        "apply", "activate", "deactivate", "process", "replace", "pay", "register", "return", "block", "unblock",
+        "subscribe", "unsubscribe", "upgrade", "downgrade", "restore", "approve", "issue", "credit", "waive",
+        "extend", "close", "reopen", "schedule", "verify", "order",
+    }
+)  # fmt: skip
+CONCEPTS: Final = SPECIAL_CONCEPTS | ACTION_CONCEPTS
+
+_WORD_LISTS: Final = (
+    "abbreviations", "breaks", "joins", "negations", "negations_before", "irrealis", "irrealis_after",
+    "conditions", "questions", "habitual", "business_things", "perfective", "state", "prefixes", "reference_words",
+    "ticket_words", "team_words", "structural", "units",
+)  # fmt: skip
+_KEYS: Final = frozenset({"language", "name", "telegraphic", "numbers", "claims", *_WORD_LISTS})
+GAP: Final = "*"
+MAX_GAP: Final = 3
+
+
+class LexiconError(ValueError):
+    """A lexicon file that can't be used, with the file and the place."""
+
+
+@functools.lru_cache(maxsize=65536)
+def key(word: str) -> str:
+    """A word as lexicons and answers are compared: case folded, Latin accents dropped (Devanagari's signs kept)."""
+    folded = word.casefold()
+    if folded.isascii():
+        return folded
+    out: list[str] = []
+    for char in unicodedata.normalize("NFD", folded):
+        if unicodedata.category(char) == "Mn" and out and out[-1].isascii():
+            continue
+        out.append(char)
+    return unicodedata.normalize("NFC", "".join(out))
+
+
+# Punctuation that ends a clause part; any other punctuation at a word's edge is dropped when reading words.
+HARD_MARKS: Final = frozenset(",;:()[]{}-—–،؛|/")
+HARD: Final = "\x00hard"
+SOFT: Final = "\x00soft"
+_CLITICS: Final = frozenset({"ve", "re", "s", "m", "ll", "d"})
+_TRAILING: Final = ".,;:!?)]}\"'"
+
+
+def _peel(word: str) -> tuple[list[str], str, list[str]]:
+    """Punctuation at a word's edges: (before, the word, after), each edge mark kept only if it breaks clauses."""
+    start, end = 0, len(word)
+    while start < end and _is_edge(word[start]) and word[start] != "#":
+        if word[start] == "'" and (word[start + 1 :].rstrip(_TRAILING).lower() in _CLITICS or word[start:] == "n't"):
+            break  # a lexicon's "'ll", "'ve": the clitic as an answer's "they'll" splits into
+        start += 1
+    while end > start and _is_edge(word[end - 1]) and word[end - 1] not in "%":
+        end -= 1
+    before = [char for char in word[:start] if char in HARD_MARKS]
+    after = [char for char in word[end:] if char in HARD_MARKS]
+    return before, word[start:end], after
+
+
+def _is_edge(char: str) -> bool:
+    return unicodedata.category(char)[0] in "PS"
+
+
+def _split_clitics(word: str) -> list[str]:
+    """English "haven't" is have + n't, "I've" is i + 've; French "j'ai" is j' + ai (either reads a lexicon's
+    phrase the same way the lexicon wrote it)."""
+    if word == "n't":
+        return [word]
+    if word.endswith("n't") and len(word) > 3:
+        return [word[:-3], "n't"]
+    cut = word.find("'")
+    if 0 < cut < len(word) - 1:
+        left, right = word[:cut], word[cut + 1 :]
+        return [left, "'" + right] if right in _CLITICS else [left + "'", right]
+    return [word]
+
+
+def tokens(words: Iterable[str]) -> list[str]:
+    """Rendered words as the lexicons are matched against: keys, clause marks as `HARD`."""
+    out: list[str] = []
+    for word in words:
+        before, core, after = _peel(word)
+        if before:
+            out.append(HARD)
+        if core:
+            out.extend(_split_clitics(key(core)))
+        if after:
+            out.append(HARD)
+    return out
+
+
+def phrase(text: str) -> tuple[str, ...]:
+    """A lexicon entry as the tokens it matches (read exactly as an answer is); `*` stays a gap."""
+    found: list[str] = []
+    for piece in text.split():
+        if piece == GAP:
+            found.append(GAP)
+        else:
+            found.extend(tok for tok in tokens(render_word(piece)) if tok != HARD)
+    return tuple(found)
+
+
+@dataclasses.dataclass(frozen=True)
+class Form:
+    """One way a language says a concept was done."""
+
+    language: str
+    concept: str
+    tokens: tuple[str, ...]
+    after_perfective: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Lexicon:
+    language: str
+    name: str
+    telegraphic: bool
+    forms: tuple[Form, ...]
+    words: Mapping[str, frozenset[tuple[str, ...]]]  # each word list as phrases
+    abbreviations: frozenset[str]  # as the reader compares them: lower case, with their dot
+    numbers: Mapping[str, int]
+
+    def has(self, kind: str, token: str) -> bool:
+        """The one-word entry `token` is in the list `kind` (an attached prefix may be read off first)."""
+        entries = self.words[kind]
+        if (token,) in entries:
+            return True
+        for prefix in self.words["prefixes"]:
+            head = prefix[0]
+            if len(token) > len(head) + 1 and token.startswith(head) and (token[len(head) :],) in entries:
+                return True
+        return False
+
+    def opens(self, kind: str, part: list[str]) -> bool:
+        """`part` starts with a phrase of the list `kind`."""
+        return any(tuple(part[: len(entry)]) == entry for entry in self.words[kind]) or bool(
+            part and self.has(kind, part[0])
+        )
+
+
+def _strings(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
+        raise LexiconError(f"{where}: a list of non-empty strings")
+    return value
+
+
+def load(path: Path) -> Lexicon:
+    where = path.name
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise LexiconError(f"{where}: {exc}") from exc
+    unknown = set(data) - _KEYS
+    if unknown:
+        raise LexiconError(f"{where}: unknown keys {sorted(unknown)}")
+    language = data.get("language")
+    if not isinstance(language, str) or language != path.stem:
+        raise LexiconError(f"{where}: `language` must be the file's name ({path.stem})")
+    words = {
+        kind: frozenset(entry for item in _strings(data.get(kind, []), f"{where} {kind}") if (entry := phrase(item)))
+        for kind in _WORD_LISTS
+        if kind != "abbreviations"
+    }
+    abbreviations = frozenset(
+        "".join(render_word(item)).lower() for item in _strings(data.get("abbreviations", []), f"{where} abbreviations")
+    )
+    if any(not item.endswith(".") for item in abbreviations):
+        raise LexiconError(f"{where} abbreviations: each ends in a dot")
+    numbers: dict[str, int] = {}
+    for word, value in (data.get("numbers") or {}).items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise LexiconError(f"{where} numbers.{word}: a whole number")
+        found = phrase(word)
+        if len(found) != 1:
+            raise LexiconError(f"{where} numbers.{word}: one word")
+        numbers[found[0]] = value
+    forms: list[Form] = []
+    for index, entry in enumerate(data.get("claims") or []):
+        place = f"{where} claims[{index}]"
+        concept = entry.get("concept")
+        if concept not in CONCEPTS:
+            raise LexiconError(f"{place}: concept {concept!r} is not one of guard.lexicon.CONCEPTS")
+        if set(entry) - {"concept", "forms", "after_perfective"}:
+            raise LexiconError(f"{place}: unknown keys {sorted(set(entry) - {'concept', 'forms', 'after_perfective'})}")
+        for kind, after in (("forms", False), ("after_perfective", True)):
+            for text in _strings(entry.get(kind, []), f"{place} {kind}"):
+                toks = phrase(text)
+                if not toks or toks[0] == GAP or toks[-1] == GAP:
+                    raise LexiconError(f"{place} {kind}: {text!r} must start and end on a word")
+                forms.append(Form(language, concept, toks, after))
+    if not forms:
+        raise LexiconError(f"{where}: no claims")
+    return Lexicon(
+        language=language,
+        name=str(data.get("name") or language),
+        telegraphic=bool(data.get("telegraphic", False)),
+        forms=tuple(forms),
+        words=words,
+        abbreviations=abbreviations,
+        numbers=numbers,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Index:
+    """Every lexicon merged for one pass over an answer."""
+
+    lexicons: Mapping[str, Lexicon]
+    forms: Mapping[str, tuple[Form, ...]]  # by the form's first token
+    prefixes: tuple[str, ...]
+    abbreviations: frozenset[str]  # as the reader compares them: lower case, accents kept
+    breaks: frozenset[str]
+    joins: frozenset[str]
+    reference_words: frozenset[str]
+    ticket_words: frozenset[tuple[str, ...]]
+    team_words: frozenset[tuple[str, ...]]
+    structural: frozenset[str]
+    units: frozenset[str]
+    numbers: Mapping[str, int]
+
+    def candidates(self, token: str) -> tuple[Form, ...]:
+        found = self.forms.get(token, ())
+        for prefix in self.prefixes:
+            if len(token) > len(prefix) + 1 and token.startswith(prefix):
+                found = found + self.forms.get(token[len(prefix) :], ())
+        return found
+
+
+def _singles(lexicons: Iterable[Lexicon], kind: str) -> frozenset[str]:
+    return frozenset(entry[0] for lexicon in lexicons for entry in lexicon.words[kind] if len(entry) == 1)
+
+
+def build(lexicons: Mapping[str, Lexicon]) -> Index:
+    forms: dict[str, list[Form]] = {}
+    for lexicon in lexicons.values():
+        for form in lexicon.forms:
+            forms.setdefault(form.tokens[0], []).append(form)
+    breaks = _singles(lexicons.values(), "breaks")
+    joins = _singles(lexicons.values(), "joins")
+    for lexicon in lexicons.values():
+        for form in lexicon.forms:
+            inside = [tok for tok in form.tokens[1:-1] if tok in breaks or tok in joins]
+            if inside:
+                raise LexiconError(
+                    f"{lexicon.language}.toml: the form {' '.join(form.tokens)!r} holds {inside[0]!r}, which some "
+                    "lexicon lists as a clause break or join: the form could never be read whole"
+                )
+    abbreviations = frozenset(word for lexicon in lexicons.values() for word in lexicon.abbreviations)
+    return Index(
+        lexicons=dict(lexicons),
+        forms={first: tuple(found) for first, found in forms.items()},
+        prefixes=tuple(sorted(_singles(lexicons.values(), "prefixes"), key=len, reverse=True)),
+        abbreviations=abbreviations,
+        breaks=breaks,
+        joins=joins,
+        reference_words=_singles(lexicons.values(), "reference_words"),
+        ticket_words=frozenset(entry for lexicon in lexicons.values() for entry in lexicon.words["ticket_words"]),
+        team_words=frozenset(entry for lexicon in lexicons.values() for entry in lexicon.words["team_words"]),
+        structural=_singles(lexicons.values(), "structural"),
+        units=_singles(lexicons.values(), "units"),
+        numbers={word: value for lexicon in lexicons.values() for word, value in lexicon.numbers.items()},
+    )
+
+
+def load_all(directory: Path = LEXICON_DIR) -> dict[str, Lexicon]:
+    return {path.stem: load(path) for path in sorted(directory.glob("*.toml"))}
+
+
+TOOLS_PATH: Final = Path(__file__).with_name("tools.toml")
+# Concepts any succeeded action call backs, whatever it is named: processing, confirming, approving.
+GENERIC_CONCEPTS: Final = frozenset({"process", "confirm", "approve", "issue"})
+
+
+def load_tool_words(path: Path = TOOLS_PATH) -> dict[str, frozenset[str]]:
+    """Tool-name word -> the action concepts a tool so named carries out (guard/tools.toml)."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    words: dict[str, set[str]] = {}
+    for concept, names in (data.get("concepts") or {}).items():
+        if concept not in ACTION_CONCEPTS:
+            raise LexiconError(f"{path.name}: concept {concept!r} is not an action of guard.lexicon.CONCEPTS")
+        for name in _strings(names, f"{path.name} {concept}"):
+            words.setdefault(name.lower(), set()).add(concept)
+    return {word: frozenset(concepts) for word, concepts in words.items()}
+
+
+def tool_concepts(name: str, tool_words: Mapping[str, frozenset[str]]) -> frozenset[str] | None:
+    """The action concepts a tool's name names ("update_address" -> change, update, …), None when it names none."""
+    spaced = "".join(f" {char.lower()}" if char.isupper() else char for char in name)
+    parts = [part for part in spaced.replace("-", " ").replace(".", " ").replace("_", " ").split() if part]
+    found: set[str] = set()
+    for index, part in enumerate(parts):
+        found |= tool_words.get(part, frozenset())
+        if index + 1 < len(parts):
+            found |= tool_words.get(f"{part}_{parts[index + 1]}", frozenset())
+    return frozenset(found) if found else None
+
+
+LEXICONS: Final = load_all()
+INDEX: Final = build(LEXICONS)
+TOOL_WORDS: Final = load_tool_words()
