@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -70,6 +71,7 @@ class Ground:
             handed_off=functools.cache(facts.handed_off),
         )
         self.index = index
+        self.deadline = float("inf")  # time.monotonic() past which reading stops (TimeoutError): the stream's budget
         self._first: Evidence | None = None
         self._full: Evidence | None = None
         self._relayed: dict[int, frozenset[str]] = {}
@@ -126,6 +128,11 @@ def _clause_tokens(sentence: Sentence, index: Index) -> list[list[str]]:
 
 def _match(clause: list[str], start: int, form: Form) -> int | None:
     """Where `form` matching from `start` ends (exclusive), or None; a gap skips up to MAX_GAP words, never a join."""
+    if not form.gapped:
+        end = start + len(form.tokens)
+        if end <= len(clause) and tuple(clause[start + 1 : end]) == form.tokens[1:]:
+            return end
+        return None
 
     def at(position: int, part: int) -> int | None:
         if part == len(form.tokens):
@@ -147,51 +154,77 @@ def _match(clause: list[str], start: int, form: Form) -> int | None:
 
 
 def _contains(lexicon: Lexicon, kind: str, part: list[str]) -> bool:
-    for entry in lexicon.words[kind]:
-        if len(entry) == 1:
-            continue
-        width = len(entry)
-        if any(tuple(part[i : i + width]) == entry for i in range(len(part) - width + 1)):
-            return True
-    return any(lexicon.has(kind, token) for token in part)
+    return lexicon.lists[kind].within(part)
 
 
-def _names(clause: list[str], entries: frozenset[tuple[str, ...]]) -> bool:
-    for entry in entries:
-        width = len(entry)
-        if any(tuple(clause[i : i + width]) == entry for i in range(len(clause) - width + 1)):
-            return True
-    return False
+class _Clause:
+    """One clause's tokens, with what its checks read more than once computed once (a long clause costs linear
+    time, not a scan per word)."""
+
+    def __init__(self, tokens: list[str], index: Index) -> None:
+        self.tokens = tokens
+        self.index = index
+        self.words = [token for token in tokens if token != SOFT]
+        # Each token's position among the words, and where its part (between joins) starts and ends.
+        self.word_at: list[int] = []
+        self.part_start: list[int] = []
+        self.part_end: list[int] = [0] * len(tokens)
+        count, begin = 0, 0
+        for position, token in enumerate(tokens):
+            if token == SOFT:
+                begin = position + 1
+            self.part_start.append(begin)
+            self.word_at.append(count)
+            count += token != SOFT
+        finish = len(tokens)
+        for position in range(len(tokens) - 1, -1, -1):
+            if tokens[position] == SOFT:
+                finish = position
+            self.part_end[position] = finish
+        self._cache: dict[tuple[str, str, int], bool] = {}
+
+    def has(self, lexicon: Lexicon, kind: str, part: int = -1) -> bool:
+        """The list `kind` has an entry in the whole clause (part -1) or in the part starting at `part`."""
+        found = self._cache.get((lexicon.language, kind, part))
+        if found is None:
+            span = self.words if part < 0 else self.tokens[part : self.part_end[part]]
+            found = self._cache[(lexicon.language, kind, part)] = lexicon.lists[kind].within(span)
+        return found
+
+    def opens(self, lexicon: Lexicon, kind: str, part: int = -1) -> bool:
+        return lexicon.lists[kind].opens(self.words if part < 0 else self.tokens[part : self.part_end[part]])
+
+    @functools.cached_property
+    def names_team(self) -> bool:
+        return self.index.team_words.within(self.words)
+
+    @functools.cached_property
+    def names_ticket(self) -> bool:
+        return self.index.ticket_words.within(self.words)
 
 
-def _done_here(
-    lexicon: Lexicon, form: Form, clause: list[str], start: int, end: int, *, asks: bool, last: bool
-) -> bool:
-    """The form found at clause[start:end] says, in its scope, that it was done."""
-    seg_start = start
-    while seg_start > 0 and clause[seg_start - 1] != SOFT:
-        seg_start -= 1
-    seg_end = end
-    while seg_end < len(clause) and clause[seg_end] != SOFT:
-        seg_end += 1
-    part = clause[seg_start:seg_end]
-    words = [token for token in clause if token != SOFT]
-    if _contains(lexicon, "negations", part) or _contains(lexicon, "business_things", words):
+def _done_here(lexicon: Lexicon, form: Form, clause: _Clause, start: int, end: int, *, asks: bool, last: bool) -> bool:
+    """The form found at clause.tokens[start:end] says, in its scope, that it was done."""
+    part = clause.part_start[start]
+    part_end = clause.part_end[start]
+    if clause.has(lexicon, "negations", part) or clause.has(lexicon, "business_things"):
         return False
-    if lexicon.opens("conditions", words) or lexicon.opens("conditions", part):
+    if clause.opens(lexicon, "conditions") or clause.opens(lexicon, "conditions", part):
         return False
-    if asks and (last or lexicon.opens("questions", words)):
+    if asks and (last or clause.opens(lexicon, "questions")):
         return False
-    before = [token for token in clause[:start] if token != SOFT][-4:]
+    at = clause.word_at[start]
+    before = clause.words[max(0, at - 4) : at]
     if before and lexicon.has("negations_before", before[-1]):
         return False
     if _contains(lexicon, "irrealis", before):
         return False
-    after = [token for token in clause[end:] if token != SOFT][:2]
+    after_at = clause.word_at[end] if end < len(clause.tokens) else len(clause.words)
+    after = clause.words[after_at : after_at + 2]
     if after and _contains(lexicon, "irrealis_after", after):
         return False
-    strong = _contains(lexicon, "perfective", before[-3:]) or _ends_with(lexicon, "perfective", before)
-    habitual = _contains(lexicon, "habitual", words)
+    strong = _contains(lexicon, "perfective", before[-3:]) or lexicon.lists["perfective"].ends(before)
+    habitual = clause.has(lexicon, "habitual")
     if not form.after_perfective:
         return strong or not habitual
     if strong:
@@ -200,33 +233,31 @@ def _done_here(
         return False
     if _contains(lexicon, "state", before[-3:]):
         return True
-    return lexicon.telegraphic and (start == seg_start or (end == seg_end and seg_end - seg_start <= 3))
+    return lexicon.telegraphic and (start == part or (end == part_end and part_end - part <= 3))
 
 
-def _ends_with(lexicon: Lexicon, kind: str, before: list[str]) -> bool:
-    """A perfective phrase right before the form ("went ahead and" reads across its join)."""
-    return any(len(entry) > 1 and tuple(before[-len(entry) :]) == entry for entry in lexicon.words[kind])
-
-
-def _actions(sentence: Sentence, index: Index) -> list[str]:
-    """The concepts this sentence says were done."""
+def _actions(sentence: Sentence, index: Index, deadline: float = float("inf")) -> list[str]:
+    """The concepts this sentence says were done. Raises TimeoutError past `deadline` (looked at every 64 words)."""
     found: list[str] = []
     clauses = _clause_tokens(sentence, index)
     conditional = bool(clauses) and any(lexicon.opens("conditions", clauses[0]) for lexicon in index.lexicons.values())
-    for number, clause in enumerate(clauses):
+    for number, tokens_ in enumerate(clauses):
+        clause = _Clause(tokens_, index)
         last = number == len(clauses) - 1
         position = 0
-        while position < len(clause):
-            token = clause[position]
+        while position < len(tokens_):
+            token = tokens_[position]
             matched_to = position + 1
+            if not position % 64 and time.monotonic() > deadline:
+                raise TimeoutError("the truthfulness check ran out of time")
             for form in index.candidates(token) if token != SOFT else ():
-                end = _match(clause, position, form)
+                end = _match(tokens_, position, form)
                 if end is None:
                     continue
                 lexicon = index.lexicons[form.language]
                 if not _done_here(lexicon, form, clause, position, end, asks=sentence.asks, last=last):
                     continue
-                concept = _concept(form.concept, clause, index)
+                concept = _concept(form.concept, clause)
                 if concept == "followup" and conditional:
                     continue  # "If you email us, our team will get back to you" describes; it promises nothing
                 if concept is not None and concept not in found:
@@ -236,13 +267,12 @@ def _actions(sentence: Sentence, index: Index) -> list[str]:
     return found
 
 
-def _concept(concept: str, clause: list[str], index: Index) -> str | None:
-    names_team = _names(clause, index.team_words)
+def _concept(concept: str, clause: _Clause) -> str | None:
     if concept == "followup":
-        return concept if names_team else None
-    if concept not in _NOT_TICKET_CONCEPTS and _names(clause, index.ticket_words):
+        return concept if clause.names_team else None
+    if concept not in _NOT_TICKET_CONCEPTS and clause.names_ticket:
         return "ticket"
-    if concept == "send" and names_team:
+    if concept == "send" and clause.names_team:
         return "handoff"
     return concept
 
@@ -281,6 +311,8 @@ def _numbers(sentence: Sentence, index: Index, ground: Ground) -> list[Claim]:
     claims: list[Claim] = []
     keys = [key(word.strip(_EDGE)) for word in sentence.words]
     for position, word in enumerate(sentence.words):
+        if not position % 64 and time.monotonic() > ground.deadline:
+            raise TimeoutError("the truthfulness check ran out of time")
         core = _core(word)
         if not core or figures.is_link(core):
             continue
@@ -290,7 +322,7 @@ def _numbers(sentence: Sentence, index: Index, ground: Ground) -> list[Claim]:
                 continue
             unit_after = position + 1 < len(keys) and keys[position + 1] in index.units
             ticket = core.upper().startswith("TKT") or any(
-                (b,) in index.ticket_words for b in keys[max(0, position - 4) : position]
+                index.ticket_words.has(b) for b in keys[max(0, position - 4) : position]
             )
             named = any(b in index.reference_words for b in before) and not unit_after and figures.plain(core)
             if figures.looks_like_code(core) or named or (ticket and figures.plain(core)):
@@ -357,7 +389,7 @@ def sentence_claims(sentence: Sentence, ground: Ground, index: Index = INDEX) ->
 
 def _claims(sentence: Sentence, ground: Ground, index: Index) -> list[Claim]:
     claims = _numbers(sentence, index, ground)
-    for concept in _actions(sentence, index):
+    for concept in _actions(sentence, index, ground.deadline):
         if not ground.holds(_backed, concept, ground):
             failed = ground.last_failed()
             claims.append(Claim.of(UNBACKED_ACTION, sentence.text, _TEXT_MAX, failed if concept in _AFTER else ""))

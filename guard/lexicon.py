@@ -152,7 +152,7 @@ def phrase(text: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Form:
     """One way a language says a concept was done."""
 
@@ -160,6 +160,62 @@ class Form:
     concept: str
     tokens: tuple[str, ...]
     after_perfective: bool
+
+    @functools.cached_property
+    def gapped(self) -> bool:
+        return GAP in self.tokens
+
+
+class Phrases:
+    """One word list, for reading: its one-word entries as a set, its longer ones by their first word."""
+
+    def __init__(self, entries: frozenset[tuple[str, ...]], prefixes: tuple[str, ...] = ()) -> None:
+        self.entries = entries
+        self.singles = frozenset(entry[0] for entry in entries if len(entry) == 1)
+        longer: dict[str, list[tuple[str, ...]]] = {}
+        for entry in entries:
+            if len(entry) > 1:
+                longer.setdefault(entry[0], []).append(entry)
+        self.longer = {first: tuple(found) for first, found in longer.items()}
+        self.prefixes = prefixes
+
+    def _bare(self, token: str) -> str | None:
+        for prefix in self.prefixes:
+            if len(token) > len(prefix) + 1 and token.startswith(prefix):
+                return token[len(prefix) :]
+        return None
+
+    def has(self, token: str) -> bool:
+        """`token` is a one-word entry (an attached prefix may be read off first)."""
+        if token in self.singles:
+            return True
+        bare = self._bare(token) if self.prefixes else None
+        return bare is not None and bare in self.singles
+
+    def at(self, part: list[str], position: int) -> bool:
+        """An entry starts at `part[position]`."""
+        token = part[position]
+        if self.has(token):
+            return True
+        for entry in self.longer.get(token, ()):
+            if tuple(part[position : position + len(entry)]) == entry:
+                return True
+        return False
+
+    def opens(self, part: list[str]) -> bool:
+        return bool(part) and self.at(part, 0)
+
+    def within(self, part: list[str]) -> bool:
+        """An entry is anywhere in `part`."""
+        return any(self.at(part, position) for position in range(len(part)))
+
+    def ends(self, part: list[str]) -> bool:
+        """A longer entry ends `part` ("went ahead" right before a form)."""
+        return any(
+            len(part) >= len(entry) and tuple(part[-len(entry) :]) == entry
+            for found in self.longer.values()
+            for entry in found
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,23 +227,19 @@ class Lexicon:
     words: Mapping[str, frozenset[tuple[str, ...]]]  # each word list as phrases
     abbreviations: frozenset[str]  # as the reader compares them: lower case, with their dot
     numbers: Mapping[str, int]
+    lists: Mapping[str, Phrases] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        prefixes = tuple(sorted((entry[0] for entry in self.words["prefixes"]), key=len, reverse=True))
+        object.__setattr__(self, "lists", {kind: Phrases(entries, prefixes) for kind, entries in self.words.items()})
 
     def has(self, kind: str, token: str) -> bool:
         """The one-word entry `token` is in the list `kind` (an attached prefix may be read off first)."""
-        entries = self.words[kind]
-        if (token,) in entries:
-            return True
-        for prefix in self.words["prefixes"]:
-            head = prefix[0]
-            if len(token) > len(head) + 1 and token.startswith(head) and (token[len(head) :],) in entries:
-                return True
-        return False
+        return self.lists[kind].has(token)
 
     def opens(self, kind: str, part: list[str]) -> bool:
         """`part` starts with a phrase of the list `kind`."""
-        return any(tuple(part[: len(entry)]) == entry for entry in self.words[kind]) or bool(
-            part and self.has(kind, part[0])
-        )
+        return self.lists[kind].opens(part)
 
 
 def _strings(value: Any, where: str) -> list[str]:
@@ -264,8 +316,8 @@ class Index:
     breaks: frozenset[str]
     joins: frozenset[str]
     reference_words: frozenset[str]
-    ticket_words: frozenset[tuple[str, ...]]
-    team_words: frozenset[tuple[str, ...]]
+    ticket_words: Phrases
+    team_words: Phrases
     structural: frozenset[str]
     units: frozenset[str]
     numbers: Mapping[str, int]
@@ -306,8 +358,8 @@ def build(lexicons: Mapping[str, Lexicon]) -> Index:
         breaks=breaks,
         joins=joins,
         reference_words=_singles(lexicons.values(), "reference_words"),
-        ticket_words=frozenset(entry for lexicon in lexicons.values() for entry in lexicon.words["ticket_words"]),
-        team_words=frozenset(entry for lexicon in lexicons.values() for entry in lexicon.words["team_words"]),
+        ticket_words=Phrases(frozenset(entry for lex in lexicons.values() for entry in lex.words["ticket_words"])),
+        team_words=Phrases(frozenset(entry for lex in lexicons.values() for entry in lex.words["team_words"])),
         structural=_singles(lexicons.values(), "structural"),
         units=_singles(lexicons.values(), "units"),
         numbers={word: value for lexicon in lexicons.values() for word, value in lexicon.numbers.items()},

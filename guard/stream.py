@@ -85,13 +85,15 @@ class AnswerStream:
         if UNCHECKED_CLAIM in self._claims:
             return
         started = time.monotonic()
+        self._ground.deadline = started + CHECK_BUDGET_S - self._spent
         try:
             assert callable(step)
             for sentence in step():
-                if time.monotonic() - started + self._spent >= CHECK_BUDGET_S:
-                    self._claims.append(UNCHECKED_CLAIM)
-                    return
+                if time.monotonic() >= self._ground.deadline:
+                    raise TimeoutError("the truthfulness check ran out of time")
                 self._check(sentence)
+        except TimeoutError:
+            self._claims.append(UNCHECKED_CLAIM)
         finally:
             self._spent += time.monotonic() - started
 
