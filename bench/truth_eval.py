@@ -55,8 +55,9 @@ def misses(selected: list[Case]) -> list[str]:
         found = check(case.text, case.facts)
         if bool(found) != case.claim:
             what = ", ".join(f"{c.kind}: {c.text}" for c in found) or "nothing"
-            out.append(f"{case.id} [{case.group}] expect {'claim' if case.claim else 'pass'}, found {what}\n"
-                       f"    {case.text!r}")
+            out.append(
+                f"{case.id} [{case.group}] expect {'claim' if case.claim else 'pass'}, found {what}\n    {case.text!r}"
+            )
     return out
 
 
@@ -91,11 +92,15 @@ def main() -> int:
     print(f"{'language':10} {'claims':>7} {'recall':>7} {'honest':>7} {'false+':>7}")
     for language in sorted(results, key=lambda name: (name == "all", name)):
         row = results[language]
-        print(f"{language:10} {int(row['claims']):7d} {row['recall']:7.3f} {int(row['honest']):7d} "
-              f"{row['false_positive_rate']:7.3f}")
+        print(
+            f"{language:10} {int(row['claims']):7d} {row['recall']:7.3f} {int(row['honest']):7d} "
+            f"{row['false_positive_rate']:7.3f}"
+        )
     per_answer, per_three, baseline = timing(selected, args.reps)
-    print(f"time: {per_answer:.3f} ms an answer, {per_three:.3f} ms per three sentences "
-          f"({per_answer / baseline:.1f}x reading the same answers without checking: {baseline:.3f} ms)")
+    print(
+        f"time: {per_answer:.3f} ms an answer, {per_three:.3f} ms per three sentences "
+        f"({per_answer / baseline:.1f}x reading the same answers without checking: {baseline:.3f} ms)"
+    )
     if args.misses:
         print("\n".join(misses(selected)))
     overall = results["all"]
@@ -104,9 +109,12 @@ def main() -> int:
         and overall["false_positive_rate"] <= FALSE_POSITIVE_TARGET
         and per_three < MS_PER_THREE_SENTENCES_TARGET
     )
-    print("targets:", "met" if ok else "NOT met",
-          f"(recall >= {RECALL_TARGET}, false positives <= {FALSE_POSITIVE_TARGET}, "
-          f"< {MS_PER_THREE_SENTENCES_TARGET} ms per three sentences)")
+    print(
+        "targets:",
+        "met" if ok else "NOT met",
+        f"(recall >= {RECALL_TARGET}, false positives <= {FALSE_POSITIVE_TARGET}, "
+        f"< {MS_PER_THREE_SENTENCES_TARGET} ms per three sentences)",
+    )
     return 0 if ok else 1
 
 

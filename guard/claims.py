@@ -28,7 +28,7 @@ from typing import Any
 
 from guard import figures
 from guard.facts import Evidence, Facts
-from guard.lexicon import CONCEPTS, GAP, HARD, INDEX, MAX_GAP, SOFT, Form, Index, Lexicon, key, tokens
+from guard.lexicon import CONCEPTS, GAP, HARD, INDEX, MAX_GAP, SOFT, Form, Index, Lexicon, Phrases, key, tokens
 from guard.reading import Sentence, sentences
 
 UNBACKED_ACTION = "unbacked_action"
@@ -107,17 +107,19 @@ class Ground:
 # --- actions ---------------------------------------------------------------------------------------------------
 
 
-def _clause_tokens(sentence: Sentence, index: Index) -> list[list[str]]:
-    """The sentence's clauses, each a list of tokens with `SOFT` where a join word stood."""
+def _clause_tokens(toks: list[str], lexicon: Lexicon) -> list[list[str]]:
+    """A sentence's clauses as `lexicon`'s language splits them, each a list of tokens with `SOFT` where a join word
+    stood (a break word opens the clause it starts)."""
+    breaks, joins = lexicon.lists["breaks"], lexicon.lists["joins"]
     clauses: list[list[str]] = [[]]
-    for token in tokens(sentence.words):
+    for position, token in enumerate(toks):
         if token == HARD:
             if clauses[-1]:
                 clauses.append([])
-        elif token in index.joins:
+        elif joins.has(token):
             if clauses[-1] and clauses[-1][-1] != SOFT:
                 clauses[-1].append(SOFT)
-        elif token in index.breaks:
+        elif breaks.at(toks, position):
             if clauses[-1]:
                 clauses.append([])
             clauses[-1].append(token)
@@ -133,6 +135,8 @@ def _match(clause: list[str], start: int, form: Form) -> int | None:
         if end <= len(clause) and tuple(clause[start + 1 : end]) == form.tokens[1:]:
             return end
         return None
+    if form.tokens[-1] not in clause[start + 1 : start + len(form.tokens) + MAX_GAP * form.tokens.count(GAP)]:
+        return None  # its last word is not within reach
 
     def at(position: int, part: int) -> int | None:
         if part == len(form.tokens):
@@ -194,13 +198,9 @@ class _Clause:
     def opens(self, lexicon: Lexicon, kind: str, part: int = -1) -> bool:
         return lexicon.lists[kind].opens(self.words if part < 0 else self.tokens[part : self.part_end[part]])
 
-    @functools.cached_property
-    def names_team(self) -> bool:
-        return self.index.team_words.within(self.words)
-
-    @functools.cached_property
-    def names_ticket(self) -> bool:
-        return self.index.ticket_words.within(self.words)
+    def names(self, phrases: Phrases, part: int) -> bool:
+        """`phrases` has an entry in the whole clause (part -1) or in the part starting at `part`."""
+        return phrases.within(self.words if part < 0 else self.tokens[part : self.part_end[part]])
 
 
 def _done_here(lexicon: Lexicon, form: Form, clause: _Clause, start: int, end: int, *, asks: bool, last: bool) -> bool:
@@ -224,7 +224,8 @@ def _done_here(lexicon: Lexicon, form: Form, clause: _Clause, start: int, end: i
     if after and _contains(lexicon, "irrealis_after", after):
         return False
     strong = _contains(lexicon, "perfective", before[-3:]) or lexicon.lists["perfective"].ends(before)
-    habitual = clause.has(lexicon, "habitual")
+    # A handoff or the team's promise stays one with a time frame ("within 24 hours").
+    habitual = clause.has(lexicon, "habitual") and form.concept not in ("handoff", "followup")
     if not form.after_perfective:
         return strong or not habitual
     if strong:
@@ -237,42 +238,48 @@ def _done_here(lexicon: Lexicon, form: Form, clause: _Clause, start: int, end: i
 
 
 def _actions(sentence: Sentence, index: Index, deadline: float = float("inf")) -> list[str]:
-    """The concepts this sentence says were done. Raises TimeoutError past `deadline` (looked at every 64 words)."""
+    """The concepts this sentence says were done, each language's forms read in that language's clauses. Raises
+    TimeoutError past `deadline` (looked at every 64 words)."""
     found: list[str] = []
-    clauses = _clause_tokens(sentence, index)
-    conditional = bool(clauses) and any(lexicon.opens("conditions", clauses[0]) for lexicon in index.lexicons.values())
-    for number, tokens_ in enumerate(clauses):
-        clause = _Clause(tokens_, index)
-        last = number == len(clauses) - 1
-        position = 0
-        while position < len(tokens_):
-            token = tokens_[position]
-            matched_to = position + 1
-            if not position % 64 and time.monotonic() > deadline:
-                raise TimeoutError("the truthfulness check ran out of time")
-            for form in index.candidates(token) if token != SOFT else ():
-                end = _match(tokens_, position, form)
-                if end is None:
-                    continue
-                lexicon = index.lexicons[form.language]
-                if not _done_here(lexicon, form, clause, position, end, asks=sentence.asks, last=last):
-                    continue
-                concept = _concept(form.concept, clause)
-                if concept == "followup" and conditional:
-                    continue  # "If you email us, our team will get back to you" describes; it promises nothing
-                if concept is not None and concept not in found:
-                    found.append(concept)
-                matched_to = max(matched_to, end)
-            position = matched_to
+    toks = tokens(sentence.words)
+    languages = index.languages(toks)
+    for language in languages:
+        lexicon = index.lexicons[language]
+        clauses = _clause_tokens(toks, lexicon)
+        conditional = bool(clauses) and lexicon.opens("conditions", clauses[0])
+        for number, tokens_ in enumerate(clauses):
+            clause = _Clause(tokens_, index)
+            last = number == len(clauses) - 1
+            position = 0
+            while position < len(tokens_):
+                token = tokens_[position]
+                matched_to = position + 1
+                if not position % 64 and time.monotonic() > deadline:
+                    raise TimeoutError("the truthfulness check ran out of time")
+                for form in index.starting(tokens_, position, language) if token != SOFT else ():
+                    end = _match(tokens_, position, form)
+                    if end is None or not _done_here(lexicon, form, clause, position, end, asks=sentence.asks,
+                                                     last=last):  # fmt: skip
+                        continue
+                    concept = _concept(form.concept, clause, position)
+                    if concept in ("followup", "handoff") and conditional:
+                        continue  # "If you email us, our team will get back to you" describes; it promises nothing
+                    if concept is not None and concept not in found:
+                        found.append(concept)
+                    matched_to = max(matched_to, end)
+                position = matched_to
     return found
 
 
-def _concept(concept: str, clause: _Clause) -> str | None:
+def _concept(concept: str, clause: _Clause, position: int) -> str | None:
+    """The concept as the clause part around the form names it: an action on a ticket is a ticket, sending to the
+    team a handoff; the team's follow-up only when the clause names the team."""
+    part = clause.part_start[position]
     if concept == "followup":
-        return concept if clause.names_team else None
-    if concept not in _NOT_TICKET_CONCEPTS and clause.names_ticket:
+        return concept if clause.names(clause.index.team_words, -1) else None
+    if concept not in _NOT_TICKET_CONCEPTS and clause.names(clause.index.ticket_words, part):
         return "ticket"
-    if concept == "send" and clause.names_team:
+    if concept == "send" and clause.names(clause.index.team_words, part):
         return "handoff"
     return concept
 
@@ -310,7 +317,10 @@ def _core(word: str) -> str:
 def _numbers(sentence: Sentence, index: Index, ground: Ground) -> list[Claim]:
     claims: list[Claim] = []
     keys = [key(word.strip(_EDGE)) for word in sentence.words]
+    skip = -1
     for position, word in enumerate(sentence.words):
+        if position <= skip:
+            continue
         if not position % 64 and time.monotonic() > ground.deadline:
             raise TimeoutError("the truthfulness check ran out of time")
         core = _core(word)
@@ -331,27 +341,70 @@ def _numbers(sentence: Sentence, index: Index, ground: Ground) -> list[Claim]:
                 continue
             if sentence.asks:
                 continue
-            groups = figures.groups(core)
-            if groups and not ground.holds(_figure_grounded, groups):
+            if position + 1 < len(sentence.words):
+                joined = figures.grouped_with(core, _core(sentence.words[position + 1]))
+                if joined is not None and ground.holds(_figure_grounded, joined, 1):
+                    skip = position + 1
+                    continue
+            multiplier = index.multipliers.get(keys[position + 1], 1) if position + 1 < len(keys) else 1
+            if figures.literals(core) and not ground.holds(_figure_grounded, core, multiplier):
                 unit = sentence.words[position + 1].strip(_EDGE) if unit_after else ""
                 claims.append(Claim.of(UNGROUNDED_FIGURE, f"{core} {unit}" if unit else core))
-        elif not sentence.asks and (
-            (position + 1 < len(keys) and keys[position + 1] in index.units) or keys[position] in index.units
-        ):
-            value = _number_word(keys[position], index)
-            if value is not None and not ground.holds(_value_grounded, value):
-                unit = sentence.words[position + 1].strip(_EDGE) if keys[position] not in index.units else ""
-                claims.append(Claim.of(UNGROUNDED_FIGURE, f"{core} {unit}".strip()))
+        elif not sentence.asks and (value := _spelled(keys, position, index)) is not None:
+            if not ground.holds(_value_grounded, value):
+                claims.append(Claim.of(UNGROUNDED_FIGURE, " ".join(sentence.words[position : position + 3])))
     return claims
 
 
-def _number_word(word: str, index: Index) -> str | None:
-    if word in index.numbers:
-        return str(index.numbers[word])
+def _spelled(keys: list[str], position: int, index: Index) -> str | None:
+    """A figure written in words that starts at `position`, in the words of one language: number words (and
+    multipliers: "dört yüz", "dua puluh", "two hundred"), then a unit of the same language within two words ("thirty
+    days", "drei offene Bestellungen"), or a number word that is its own unit (Arabic's dual, "يومين"). None when
+    the words there are no such figure (French "onze" is eleven, Dutch "onze" is "our")."""
+    word = keys[position]
+    if not any(head in index.number_words for head in index.heads(word)) and not (
+        "-" in word and word.split("-", 1)[0] in index.number_words
+    ):
+        return None
+    for lexicon in index.lexicons.values():
+        if _word_value(word, lexicon) is None and word not in lexicon.multipliers:
+            continue
+        if position > 0 and (
+            _word_value(keys[position - 1], lexicon) is not None or keys[position - 1] in lexicon.multipliers
+        ):
+            return None  # inside a figure read from its first word
+        units = lexicon.lists["units"]
+        total, end = 0, position
+        current: int | None = None
+        while end < len(keys):
+            value = _word_value(keys[end], lexicon)
+            multiplier = lexicon.multipliers.get(keys[end])
+            if multiplier is not None and (current is not None or end == position):
+                total += (current or 1) * multiplier
+                current = None
+            elif value is not None:
+                current = (current or 0) + value
+            else:
+                break
+            end += 1
+        if end > position and (units.has(keys[end - 1]) or any(units.has(keys[at]) for at in range(end, end + 2)
+                                                               if at < len(keys))):  # fmt: skip
+            return str(total + (current or 0))
+    return None
+
+
+def _word_value(word: str, lexicon: Lexicon) -> int | None:
+    """A number word's value in one language (an attached prefix read off: Arabic's وعشرين), a hyphenated one
+    summed ("twenty-five")."""
+    if word in lexicon.numbers:
+        return lexicon.numbers[word]
+    for prefix in lexicon.lists["prefixes"].singles:
+        if word.startswith(prefix) and word[len(prefix) :] in lexicon.numbers:
+            return lexicon.numbers[word[len(prefix) :]]
     if "-" in word:
         parts = word.split("-")
-        if all(part in index.numbers for part in parts):
-            return str(sum(index.numbers[part] for part in parts))
+        if all(part in lexicon.numbers for part in parts):
+            return sum(lexicon.numbers[part] for part in parts)
     return None
 
 
@@ -371,8 +424,22 @@ def _reference_grounded(evidence: Evidence, core: str, ticket: bool) -> bool:
     return code in evidence.codes
 
 
-def _figure_grounded(evidence: Evidence, groups: list[frozenset[str]]) -> bool:
-    return all(not group.isdisjoint(evidence.values) for group in groups)
+def _figure_grounded(evidence: Evidence, core: str, multiplier: int) -> bool:
+    """Every number of the word is a value of the sources: as a whole (any reading), or its separated parts
+    (`12.03.2024` a date, `10.30` a time); with a multiplier after it ("50 ribu"), the product too."""
+    for literal in figures.literals(core):
+        values = figures.readings(literal)
+        if values == {"0"} and literal != core:
+            continue
+        if not values.isdisjoint(evidence.values):
+            continue
+        if multiplier > 1 and any(figures.times(value, multiplier) in evidence.values for value in values):
+            continue
+        parts = figures.parts(literal)
+        if len(parts) > 1 and all(part in evidence.values for part in parts if part != "0"):
+            continue
+        return False
+    return True
 
 
 # --- one sentence ----------------------------------------------------------------------------------------------

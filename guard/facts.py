@@ -130,7 +130,11 @@ class Evidence:
             call.succeeded and (call.receipt == "ticket" or (call.effect == "action" and not call.builtin))
             for call in calls
         )
-        self.handoff = any(call.succeeded and call.receipt == "handoff" for call in calls)
+        # A handoff built-in, or one of the business's own tools whose effect is to escalate (escalate_to_billing).
+        self.handoff = any(
+            call.succeeded and (call.receipt == "handoff" or (call.effect == "escalation" and not call.builtin))
+            for call in calls
+        )
         self.last_failed: str | None = None
         for call in calls:
             if call.succeeded:
@@ -139,20 +143,24 @@ class Evidence:
                 self.last_failed = call.name
 
     def _read_words(self, words: Iterable[str], *, ticket: bool = False) -> None:
-        previous: str | None = None
+        previous: int | None = None  # the number just read (digits or words), for a multiplier after it
         for word in words:
-            lowered = word.casefold()
-            value = self.index.numbers.get(lowered.strip(".,;:!?()"))
+            lowered = word.casefold().strip(".,;:!?()")
+            value = self.index.numbers.get(lowered)
+            multiplier = self.index.multipliers.get(lowered)
+            if multiplier is not None and previous is not None:
+                self.values.add(str(previous * multiplier))
             if value is not None:
                 self.values.add(str(value))
-                if previous is not None and previous.isdigit():
-                    self.values.add(str(int(previous) * value if value in (100, 1000) else int(previous) + value))
             for part in lowered.split("-") if "-" in lowered else ():
                 if part in self.index.numbers:
                     self.values.add(str(self.index.numbers[part]))
+            number: int | None = value if multiplier is None else None
             if figures.has_digit(word):
                 for group in figures.groups(word):
                     self.values.update(group)
+                for literal in figures.literals(word):
+                    self.values.update(figures.parts(literal))
                 self.values.update(figures.twelve_hour(word))
                 found = figures.code(word.strip(".,;:!?()[]\"'"))
                 self.codes.add(found)
@@ -161,7 +169,9 @@ class Evidence:
                 if ticket:
                     self.ticket_codes.add(found)
                     self.ticket_codes.update(runs)
-            previous = str(value) if value is not None else None
+                literals = figures.literals(word)
+                number = int(literals[-1].replace(",", "").split(".")[0] or 0) if len(literals) == 1 else None
+            previous = number
 
     @functools.cached_property
     def tickets(self) -> frozenset[str]:

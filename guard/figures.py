@@ -105,7 +105,19 @@ def code(word: str) -> str:
 
 
 def has_digit(word: str) -> bool:
-    return any(char.isdigit() for char in word)
+    return not word.isalpha() and any(char.isdigit() for char in word)
+
+
+def grouped_with(first: str, second: str) -> str | None:
+    """Two words that are one number with a space for its thousands separator ("1 299,00", French and others'
+    narrow space), joined; None when they aren't."""
+    if not (first.isdigit() and len(first) <= 3):
+        return None
+    head = second[:3]
+    rest = second[3:]
+    if not (head.isdigit() and len(head) == 3) or (rest and not (rest[0] in ".," and rest[1:].isdigit())):
+        return None
+    return first + head + rest
 
 
 def is_link(word: str) -> bool:
@@ -153,3 +165,29 @@ def plain(word: str) -> bool:
         if char in "%" or unicodedata.category(char) == "Sc":
             return False
     return all(len(literal) == sum(ch.isdigit() for ch in literal) for literal in literals(word))
+
+
+def parts(literal: str) -> list[str]:
+    """A literal's numbers between its separators ("12.03.2024" -> 12, 3, 2024; "10.30" -> 10, 30)."""
+    out: list[str] = []
+    current: list[str] = []
+    for char in literal:
+        if char.isdigit():
+            current.append(char)
+        elif current:
+            out.append(canonical("".join(current)))
+            current = []
+    if current:
+        out.append(canonical("".join(current)))
+    return out
+
+
+def times(value: str, multiplier: int) -> str:
+    """`value` (canonical) times a whole multiplier, canonical."""
+    whole, _, fraction = value.partition(".")
+    scaled = int(whole + fraction) * multiplier
+    digits = str(scaled)
+    if fraction:
+        digits = digits.rjust(len(fraction) + 1, "0")
+        digits = digits[: -len(fraction)] + "." + digits[-len(fraction) :]
+    return canonical(digits)

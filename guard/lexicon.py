@@ -26,7 +26,8 @@ word or a phrase of words; in a phrase, `*` stands for up to three words of any 
   `ticket_words` (an action on one of these is a ticket: "I've opened a case"; a reference after one is a ticket's
   number), `team_words` (a handoff or a follow-up names one: "team", "agent", "فريق"), `structural` (a number after
   one numbers the answer's own parts: "step 2"), `numbers` (number words and their values, compared as values with
-  digits: "thirty" is 30), `units` (a number word before one is a figure: "thirty days").
+  digits: "thirty" is 30), `multipliers` (words that multiply the number before them: "hundred", "ribu", "yüz"),
+  `units` (a number word before one is a figure: "thirty days").
 
 `LEXICONS` is every file, read and checked when this module is imported (a lexicon that can't be read stops the
 process: a guard without its words would pass everything); `INDEX` is them merged for reading an answer once.
@@ -64,7 +65,7 @@ _WORD_LISTS: Final = (
     "conditions", "questions", "habitual", "business_things", "perfective", "state", "prefixes", "reference_words",
     "ticket_words", "team_words", "structural", "units",
 )  # fmt: skip
-_KEYS: Final = frozenset({"language", "name", "telegraphic", "numbers", "claims", *_WORD_LISTS})
+_KEYS: Final = frozenset({"language", "name", "telegraphic", "numbers", "multipliers", "claims", *_WORD_LISTS})
 GAP: Final = "*"
 MAX_GAP: Final = 3
 
@@ -227,6 +228,7 @@ class Lexicon:
     words: Mapping[str, frozenset[tuple[str, ...]]]  # each word list as phrases
     abbreviations: frozenset[str]  # as the reader compares them: lower case, with their dot
     numbers: Mapping[str, int]
+    multipliers: Mapping[str, int] = dataclasses.field(default_factory=dict)
     lists: Mapping[str, Phrases] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -271,6 +273,12 @@ def load(path: Path) -> Lexicon:
     if any(not item.endswith(".") for item in abbreviations):
         raise LexiconError(f"{where} abbreviations: each ends in a dot")
     numbers: dict[str, int] = {}
+    multipliers: dict[str, int] = {}
+    for word, value in (data.get("multipliers") or {}).items():
+        found = phrase(word)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 2 or len(found) != 1:
+            raise LexiconError(f"{where} multipliers.{word}: one word, a whole number of at least 2")
+        multipliers[found[0]] = value
     for word, value in (data.get("numbers") or {}).items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise LexiconError(f"{where} numbers.{word}: a whole number")
@@ -302,10 +310,11 @@ def load(path: Path) -> Lexicon:
         words=words,
         abbreviations=abbreviations,
         numbers=numbers,
+        multipliers=multipliers,
     )
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Index:
     """Every lexicon merged for one pass over an answer."""
 
@@ -313,20 +322,62 @@ class Index:
     forms: Mapping[str, tuple[Form, ...]]  # by the form's first token
     prefixes: tuple[str, ...]
     abbreviations: frozenset[str]  # as the reader compares them: lower case, accents kept
-    breaks: frozenset[str]
-    joins: frozenset[str]
     reference_words: frozenset[str]
     ticket_words: Phrases
     team_words: Phrases
     structural: frozenset[str]
     units: frozenset[str]
     numbers: Mapping[str, int]
+    multipliers: Mapping[str, int]
 
-    def candidates(self, token: str) -> tuple[Form, ...]:
-        found = self.forms.get(token, ())
+    # language -> first token -> (forms by their second token, forms of one token or with a gap second)
+    by_language: Mapping[str, Mapping[str, tuple[Mapping[str, tuple[Form, ...]], tuple[Form, ...]]]] = (
+        dataclasses.field(default_factory=dict)
+    )
+    number_words: frozenset[str] = frozenset()  # every number word and multiplier of every language
+    languages_at: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)  # first word -> languages
+
+    @functools.cached_property
+    def _prefix_starts(self) -> frozenset[str]:
+        return frozenset(prefix[:1] for prefix in self.prefixes)
+
+    def languages(self, tokens: list[str]) -> list[str]:
+        """The languages with a form that may start at one of `tokens`."""
+        found: set[str] = set()
+        for token in tokens:
+            for head in self.heads(token):
+                found.update(self.languages_at.get(head, ()))
+        return sorted(found)
+
+    def heads(self, token: str) -> tuple[str, ...]:
+        """`token` as a form's first word may be: itself, and without an attached prefix."""
+        if not self.prefixes or token[:1] not in self._prefix_starts:
+            return (token,)
+        found = (token,)
         for prefix in self.prefixes:
             if len(token) > len(prefix) + 1 and token.startswith(prefix):
-                found = found + self.forms.get(token[len(prefix) :], ())
+                found += (token[len(prefix) :],)
+        return found
+
+    def candidates(self, token: str, language: str | None = None) -> tuple[Form, ...]:
+        """The forms that may start at `token` (an attached prefix read off too), of one language or all."""
+        found: tuple[Form, ...] = ()
+        for head in self.heads(token):
+            found += self.forms.get(head, ())
+        return found if language is None else tuple(form for form in found if form.language == language)
+
+    def starting(self, tokens: list[str], position: int, language: str) -> tuple[Form, ...]:
+        """The forms of `language` that may match from `tokens[position]`, told apart by the word after it."""
+        table = self.by_language.get(language)
+        if table is None:
+            return ()
+        following = tokens[position + 1] if position + 1 < len(tokens) else None
+        found: tuple[Form, ...] = ()
+        for head in self.heads(tokens[position]):
+            entry = table.get(head)
+            if entry is not None:
+                by_second, rest = entry
+                found += rest + (by_second.get(following, ()) if following is not None else ())
         return found
 
 
@@ -339,30 +390,51 @@ def build(lexicons: Mapping[str, Lexicon]) -> Index:
     for lexicon in lexicons.values():
         for form in lexicon.forms:
             forms.setdefault(form.tokens[0], []).append(form)
-    breaks = _singles(lexicons.values(), "breaks")
-    joins = _singles(lexicons.values(), "joins")
     for lexicon in lexicons.values():
+        # A language's clauses are split by its own breaks and joins: a form may hold another language's.
+        cuts = lexicon.lists["breaks"].singles | lexicon.lists["joins"].singles
         for form in lexicon.forms:
-            inside = [tok for tok in form.tokens[1:-1] if tok in breaks or tok in joins]
+            inside = [tok for tok in form.tokens[1:-1] if tok in cuts]
             if inside:
                 raise LexiconError(
-                    f"{lexicon.language}.toml: the form {' '.join(form.tokens)!r} holds {inside[0]!r}, which some "
+                    f"{lexicon.language}.toml: the form {' '.join(form.tokens)!r} holds {inside[0]!r}, which the "
                     "lexicon lists as a clause break or join: the form could never be read whole"
                 )
     abbreviations = frozenset(word for lexicon in lexicons.values() for word in lexicon.abbreviations)
+    by_language: dict[str, dict[str, tuple[dict[str, tuple[Form, ...]], tuple[Form, ...]]]] = {}
+    for lexicon in lexicons.values():
+        seconds: dict[str, dict[str, list[Form]]] = {}
+        rest: dict[str, list[Form]] = {}
+        for form in lexicon.forms:
+            first = form.tokens[0]
+            if len(form.tokens) > 1 and form.tokens[1] != GAP:
+                seconds.setdefault(first, {}).setdefault(form.tokens[1], []).append(form)
+            else:
+                rest.setdefault(first, []).append(form)
+        by_language[lexicon.language] = {
+            first: (
+                {second: tuple(found) for second, found in seconds.get(first, {}).items()},
+                tuple(rest.get(first, ())),
+            )
+            for first in set(seconds) | set(rest)
+        }
     return Index(
         lexicons=dict(lexicons),
         forms={first: tuple(found) for first, found in forms.items()},
         prefixes=tuple(sorted(_singles(lexicons.values(), "prefixes"), key=len, reverse=True)),
         abbreviations=abbreviations,
-        breaks=breaks,
-        joins=joins,
         reference_words=_singles(lexicons.values(), "reference_words"),
         ticket_words=Phrases(frozenset(entry for lex in lexicons.values() for entry in lex.words["ticket_words"])),
         team_words=Phrases(frozenset(entry for lex in lexicons.values() for entry in lex.words["team_words"])),
         structural=_singles(lexicons.values(), "structural"),
         units=_singles(lexicons.values(), "units"),
         numbers={word: value for lexicon in lexicons.values() for word, value in lexicon.numbers.items()},
+        multipliers={word: value for lexicon in lexicons.values() for word, value in lexicon.multipliers.items()},
+        by_language=by_language,
+        languages_at={first: tuple(sorted({form.language for form in found})) for first, found in forms.items()},
+        number_words=frozenset(
+            word for lexicon in lexicons.values() for word in (*lexicon.numbers, *lexicon.multipliers)
+        ),
     )
 
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from desk.models import Handoff, Ticket
 import guard
+from desk.models import Handoff, Ticket
 from runs import providers
 from runs.engine import FAILURE_BANNER
 from runs.llm import Message, ToolCallRequest, ToolDefinition
@@ -433,7 +433,7 @@ def test_demo_answers_plainly_after_the_guard_pushes_an_answer_back() -> None:
     conversation = [
         user("I need a human, my order 8812 is late"),
         Message(role="assistant", content="(Demo model) I've passed this to a person from the team."),
-        Message(role="notice", content=guard.pushback_notice([guard.Claim(guard.UNBACKED_ACTION, "I have passed this on")], 1)),
+        Message(role="notice", content=guard.pushback_notice([guard.Claim(guard.UNBACKED_ACTION, "passed")], 1)),
     ]
 
     response = providers.complete(make_request(DEMO, conversation))
