@@ -247,9 +247,11 @@ def _actions(sentence: Sentence, index: Index, deadline: float = float("inf")) -
         lexicon = index.lexicons[language]
         clauses = _clause_tokens(toks, lexicon)
         conditional = bool(clauses) and lexicon.opens("conditions", clauses[0])
+        # "…already refunded, or do you still see nothing?": a question of alternatives asks every clause.
+        alternative = sentence.asks and lexicon.lists["alternatives"].within(toks)
         for number, tokens_ in enumerate(clauses):
             clause = _Clause(tokens_, index)
-            last = number == len(clauses) - 1
+            last = number == len(clauses) - 1 or alternative
             position = 0
             while position < len(tokens_):
                 token = tokens_[position]

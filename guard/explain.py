@@ -11,7 +11,7 @@ import json
 
 from guard.claims import Ground, _clause_tokens, sentence_claims
 from guard.corpus import cases, facts_of
-from guard.lexicon import INDEX
+from guard.lexicon import INDEX, tokens
 from guard.reading import sentences
 
 
@@ -30,8 +30,10 @@ def main() -> None:
     ground = Ground(facts)
     for sentence in sentences(text, INDEX.abbreviations):
         print(f"sentence: {sentence.text}{'   (asks)' if sentence.asks else ''}")
-        for clause in _clause_tokens(sentence, INDEX):
-            print("  clause:", " ".join("|" if token.startswith("\x00") else token for token in clause))
+        toks = tokens(sentence.words)
+        for language in INDEX.languages(toks):
+            for clause in _clause_tokens(toks, INDEX.lexicons[language]):
+                print(f"  {language} clause:", " ".join("|" if token.startswith("\x00") else token for token in clause))
         for claim in sentence_claims(sentence, ground):
             print(f"  CLAIM {claim.kind}: {claim.text}")
 

@@ -13,7 +13,9 @@ word or a phrase of words; in a phrase, `*` stands for up to three words of any 
   before it only: Gulf Arabic's ما, which is also "what"), `irrealis` (one of the four
   words before it: a future, a possibility, a wish, an offer, a request), `irrealis_after` (one of the two words
   after it, for verb-final languages: "storniert werden"), `conditions` (a clause opening with one states no fact),
-  `questions` (a clause opening with one asks, in a sentence ending on a question mark), `habitual` (in its clause:
+  `questions` (a clause opening with one asks, in a sentence ending on a question mark), `alternatives` (in a
+  sentence ending on a question mark, one of these — "or" — makes every clause of it part of the question:
+  "Has the refund arrived, or do you still see nothing?"), `habitual` (in its clause:
   a rule of the business, not this customer's case: "refunds are processed within 5 days"), `business_things`
   (in its clause: the business speaks of its own things, not the customer's: "we've updated our opening hours"),
   `perfective` and
@@ -63,7 +65,7 @@ CONCEPTS: Final = SPECIAL_CONCEPTS | ACTION_CONCEPTS
 _WORD_LISTS: Final = (
     "abbreviations", "breaks", "joins", "negations", "negations_before", "irrealis", "irrealis_after",
     "conditions", "questions", "habitual", "business_things", "perfective", "state", "prefixes", "reference_words",
-    "ticket_words", "team_words", "structural", "units",
+    "ticket_words", "team_words", "structural", "units", "alternatives",
 )  # fmt: skip
 _KEYS: Final = frozenset({"language", "name", "telegraphic", "numbers", "multipliers", "claims", *_WORD_LISTS})
 GAP: Final = "*"
