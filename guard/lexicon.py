@@ -338,18 +338,27 @@ class Index:
     )
     number_words: frozenset[str] = frozenset()  # every number word and multiplier of every language
     languages_at: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)  # first word -> languages
+    vocabulary: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)  # language -> its words
 
     @functools.cached_property
     def _prefix_starts(self) -> frozenset[str]:
         return frozenset(prefix[:1] for prefix in self.prefixes)
 
     def languages(self, tokens: list[str]) -> list[str]:
-        """The languages with a form that may start at one of `tokens`."""
+        """The languages with a form that may start at one of `tokens`, among those the sentence is written in: the
+        ones whose words (word lists and forms) it uses most (a Portuguese form is not read in a Spanish sentence,
+        whose words it shares); all of them when it uses no lexicon's words."""
         found: set[str] = set()
         for token in tokens:
             for head in self.heads(token):
                 found.update(self.languages_at.get(head, ()))
-        return sorted(found)
+        if len(found) < 2:
+            return sorted(found)
+        scores = {language: sum(token in self.vocabulary[language] for token in tokens) for language in found}
+        best = max(scores.values())
+        if best == 0:
+            return sorted(found)
+        return sorted(language for language, score in scores.items() if score >= best)
 
     def heads(self, token: str) -> tuple[str, ...]:
         """`token` as a form's first word may be: itself, and without an attached prefix."""
@@ -437,6 +446,14 @@ def build(lexicons: Mapping[str, Lexicon]) -> Index:
         number_words=frozenset(
             word for lexicon in lexicons.values() for word in (*lexicon.numbers, *lexicon.multipliers)
         ),
+        vocabulary={
+            lexicon.language: frozenset(
+                {tok for entries in lexicon.words.values() for entry in entries for tok in entry if tok != GAP}
+                | {tok for form in lexicon.forms for tok in form.tokens if tok != GAP}
+                | set(lexicon.numbers)
+            )
+            for lexicon in lexicons.values()
+        },
     )
 
 
