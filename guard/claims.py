@@ -207,7 +207,12 @@ def _done_here(lexicon: Lexicon, form: Form, clause: _Clause, start: int, end: i
     """The form found at clause.tokens[start:end] says, in its scope, that it was done."""
     part = clause.part_start[start]
     part_end = clause.part_end[start]
-    if clause.has(lexicon, "negations", part) or clause.has(lexicon, "business_things"):
+    # A negation in the form itself belongs to it ("won't renew anymore" says it was cancelled).
+    negated = clause.has(lexicon, "negations", part)
+    if negated and any(token in lexicon.lists["negations"].singles for token in form.tokens):
+        outside = clause.tokens[part:start] + clause.tokens[end:part_end]
+        negated = lexicon.lists["negations"].within(outside)
+    if negated or clause.has(lexicon, "business_things"):
         return False
     if clause.opens(lexicon, "conditions") or clause.opens(lexicon, "conditions", part):
         return False
@@ -250,6 +255,8 @@ def _actions(sentence: Sentence, index: Index, deadline: float = float("inf")) -
         # "…already refunded, or do you still see nothing?": a question of alternatives asks every clause.
         alternative = sentence.asks and lexicon.lists["alternatives"].within(toks)
         for number, tokens_ in enumerate(clauses):
+            if number == 1 and conditional:
+                continue  # the consequence of a leading condition states no fact: "If you cancel, you're refunded"
             clause = _Clause(tokens_, index)
             last = number == len(clauses) - 1 or alternative
             position = 0
@@ -282,7 +289,7 @@ def _concept(concept: str, clause: _Clause, position: int) -> str | None:
     if concept not in _NOT_TICKET_CONCEPTS and clause.names(clause.index.ticket_words, part):
         return "ticket"
     if concept == "send" and clause.names(clause.index.team_words, part):
-        return "handoff"
+        return "followup"  # sent to a team: true once a handoff or a ticket took it there
     return concept
 
 
@@ -296,7 +303,8 @@ def _backed(evidence: Evidence, concept: str, ground: Ground) -> bool:
     if concept == "confirm":
         return evidence.any_success
     if concept == "done":
-        return evidence.any_success and evidence.last_failed is None
+        # A lookup completes nothing: "Done!" needs an action or a handoff that succeeded.
+        return evidence.acted and evidence.last_failed is None
     if concept in ground.relayed(evidence):
         return True
     named = evidence.backs is None or concept in evidence.backs
@@ -313,6 +321,9 @@ def _core(word: str) -> str:
     core = word.strip(_EDGE)
     if len(core) > 1 and core[0] in _ATTACHED and core[1].isascii() and core[1].isalnum():
         core = core[1:]
+    cut = core.find("'")
+    if cut > 0 and core[cut - 1].isdigit():
+        core = core[:cut]  # Turkish writes a suffix onto a number: 2'sinin, CS-80231'i
     return core.rstrip("%") if core.endswith("%") else core
 
 

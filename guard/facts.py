@@ -119,6 +119,7 @@ class Evidence:
                 if not call.knowledge and isinstance(leaf, str):
                     self.results.append(leaf.replace("_", " "))
         self.any_success = any(call.succeeded for call in calls)
+        self.acted = any(call.succeeded and call.effect in ("action", "escalation") for call in calls)
         self.action_succeeded = any(call.succeeded and call.effect == "action" and not call.receipt for call in calls)
         # The action concepts the succeeded action calls back, by their names (guard/tools.toml); None: every one.
         self.backs: frozenset[str] | None = frozenset(GENERIC_CONCEPTS)
