@@ -433,7 +433,7 @@ CPU_PARTS = (
     ("runs.store", "record_result"),
     ("guard", "check"),
     ("runs.store", "complete"),
-    ("runs.events", "publish"),
+    ("runs.run_events", "publish"),
     ("runs.store", "execute"),
 )
 

@@ -364,7 +364,7 @@ class Index:
         """`token` as a form's first word may be: itself, and without an attached prefix."""
         if not self.prefixes or token[:1] not in self._prefix_starts:
             return (token,)
-        found = (token,)
+        found: tuple[str, ...] = (token,)
         for prefix in self.prefixes:
             if len(token) > len(prefix) + 1 and token.startswith(prefix):
                 found += (token[len(prefix) :],)
