@@ -151,8 +151,14 @@ def phrase(text: str) -> tuple[str, ...]:
         if piece == GAP:
             found.append(GAP)
         else:
-            found.extend(tok for tok in tokens(render_word(piece)) if tok != HARD)
+            found.extend(_entry_word(piece))
     return tuple(found)
+
+
+@functools.lru_cache(maxsize=65536)
+def _entry_word(piece: str) -> tuple[str, ...]:
+    """One word of a lexicon entry as its tokens (the lexicons repeat their words: each is read once)."""
+    return tuple(tok for tok in tokens(render_word(piece)) if tok != HARD)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
