@@ -12,6 +12,7 @@ from django.conf import settings
 from kagent.errors import Unprocessable
 from kagent.merge_patch import merge_patch
 from kagent.validation import make_validator, schema_refusal
+from llm import providers
 from tools.builtins import BUILTIN_NAMES, Effect
 from tools.builtins import get as builtin_get
 from tools.schema_bounds import SCHEMA_TOO_COMPLEX, tenant_schema_problem
@@ -56,8 +57,8 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
             "required": ["provider"],
             "properties": {
                 "provider": {
-                    "enum": ["openai_compatible", "anthropic", "demo"],
-                    "x-message": "Choose a provider: openai_compatible, anthropic or demo.",
+                    "enum": list(providers.NAMES),
+                    "x-message": f"Choose a provider: {', '.join(providers.NAMES[:-1])} or {providers.NAMES[-1]}.",
                 },
                 "name": {
                     "type": "string",

@@ -424,8 +424,8 @@ CPU_PARTS = (
     ("runs.queue", "send_run"),
     ("runs.engine", "run_execute"),
     ("runs.store", "claim"),
-    ("runs.providers", "complete"),
-    ("runs.providers.openai_compatible", "operator_post"),
+    ("llm.providers", "complete"),
+    ("llm.openai_compatible", "operator_post"),
     ("runs.store", "record_round"),
     ("runs.engine", "policy_check"),
     ("runs.engine", "http_tool_call"),
@@ -717,8 +717,8 @@ def _bench(
         return str(post(c, "/v1/runs", run_body, 201, REMOTE_ADDR=address)["id"])
 
     # --- (b) SQL per run, in this process -------------------------------------------------------------------------
-    from runs import engine, providers, services
-    from runs.providers import openai_compatible
+    from llm import openai_compatible, providers
+    from runs import engine, services
 
     phases = Phases()
     model_bodies: list[bytes] = []

@@ -18,16 +18,12 @@ from django.http import QueryDict
 from agents.config import APPROVAL_EXPIRES_DEFAULT
 from dashboard.problems import Problems
 from dashboard.tool_form import number_or_text
+from llm import providers
 from tools.builtins import BuiltinTool, all_builtins
 from tools.models import HttpTool, McpServer
 from tools.validation import mcp_tool_name
 
-PROVIDERS = (
-    ("", "Default (this installation's model)"),
-    ("openai_compatible", "OpenAI-compatible (Chat Completions)"),
-    ("anthropic", "Anthropic (Messages API)"),
-    ("demo", "Demo (offline, for trying things out)"),
-)
+PROVIDERS = (("", "Default (this installation's model)"), *providers.LABELS)
 DAYS = (
     ("mon", "Monday"),
     ("tue", "Tuesday"),

@@ -1,5 +1,5 @@
 """A small HTTP/1.1 client: one request at a time per connection, connections kept alive per process. It carries
-the operator's model endpoint (`Endpoint.post`, runs/providers/transport.py) and, under the guard of
+the operator's model endpoint (`Endpoint.post`, llm/transport.py) and, under the guard of
 `kagent.egress`, every call to a tenant's URL (`Endpoint.send` with the guard's own `connect` and `before_write`:
 kagent/egress/transport.py); the guard, not this module, decides where a connection may go.
 
@@ -124,7 +124,7 @@ Body = Callable[[bytes], None]  # a piece of the answer's body (as sent, transfe
 
 class Endpoint:
     """Keep-alive connections to one origin (scheme, host, port), for one process: `pid` says which, and a forked
-    worker makes its own (runs/providers/transport.py, kagent/egress/client.py), never sharing a socket across a
+    worker makes its own (llm/transport.py, kagent/egress/client.py), never sharing a socket across a
     fork. `idle_expiry` (seconds): a connection idle longer is closed instead of used again."""
 
     def __init__(

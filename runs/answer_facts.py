@@ -15,7 +15,7 @@ from typing import Any
 
 from desk import selectors as desk_selectors
 from guard import Call, Facts
-from runs.llm import Message
+from llm.types import Message
 from runs.models import Run, ToolCall
 from tools import builtins
 from tools.builtins import Receipt

@@ -28,16 +28,17 @@ from desk import selectors as desk_selectors
 from kagent.errors import OUTAGES
 from kagent.models import SigningSecret
 from kagent.secrets import secret_resolve, signing_secrets_for_calls
-from runs import providers, run_events, store, transitions
+from llm import providers
+from llm.types import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
+from llm.written_calls import recover_written_calls
+from runs import run_events, store, transitions
 from runs.answer_facts import answer_facts, claims_output
 from runs.approvals import APPROVE_TOOL_CALLS, approval_event, session_approvals
 from runs.builtins import builtin_execute
 from runs.lease import KEEPER, lease, release_connection
 from runs.limits import SHARED_BUCKET_PREFIXES, bucket_held
 from runs.live_answer import LiveAnswer
-from runs.llm import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
 from runs.models import Run, RunEvent, RunStep, ToolCall
-from runs.written_calls import recover_written_calls
 from tools.http_call import http_tool_call
 from tools.mcp_call import mcp_tool_call
 from tools.policy import CALLS_OUT, Decision, PolicyContext, parse_arguments, policy_check

@@ -1,7 +1,7 @@
 """The answer shown as the model writes it (SPEC §4 "Run events": `run.output.delta`, `run.output.reset`).
 
 A model call's text arrives in pieces (runs/providers: the request's `sink`). Each piece goes, in order, through
-  1. the recovery of tool calls written as text (runs/written_calls.py `WrittenCallFilter`): a block is never shown,
+  1. the recovery of tool calls written as text (llm/written_calls.py `WrittenCallFilter`): a block is never shown,
      not even its first characters;
   2. the truthfulness guard over a streamed answer (guard/stream.py `AnswerStream`): only whole sentences it has
      checked are released, and nothing after a possible claim — no unverified confirmation is shown even for an
@@ -26,10 +26,10 @@ from collections.abc import Callable
 
 import guard
 from kagent.sql import execute
+from llm.written_calls import WrittenCallFilter
 from runs import run_events
 from runs.lease import release_connection
 from runs.models import RunEvent
-from runs.written_calls import WrittenCallFilter
 
 FOLLOWED_LOOK_S = 1.0  # an unfollowed run is looked at again this often while it has text to release
 
@@ -45,7 +45,7 @@ def _clean(text: str) -> str:
 
 
 class LiveAnswer:
-    """The sink of one run's model calls (runs.llm.TextSink), for the run's whole time in this worker."""
+    """The sink of one run's model calls (llm.types.TextSink), for the run's whole time in this worker."""
 
     def __init__(self, run_id: str, facts: Callable[[], guard.Facts], *, followed: bool = False) -> None:
         self.run_id = run_id
@@ -57,7 +57,7 @@ class LiveAnswer:
         self._followed = followed
         self._looked = time.monotonic() if followed else 0.0
 
-    # --- the provider's side (runs.llm.TextSink) ---
+    # --- the provider's side (llm.types.TextSink) ---
 
     def text(self, delta: str) -> None:
         visible = self._filter.feed(_clean(delta))

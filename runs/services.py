@@ -23,12 +23,12 @@ from agents.selectors import agent_get, searchable_sources
 from desk import services as desk_services
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
 from kagent.models import ApiKey, Project
+from llm.types import Message
 from runs import run_events, session_events, transitions
 from runs import store as run_store
 from runs.approvals import APPROVE_TOOL_CALLS, approvals_closed, expire_approvals_if_due
 from runs.engine import client_output_shown
 from runs.identity import EndUserClaim, Identity, identity_resolve
-from runs.llm import Message
 from runs.models import Message as ChatMessage
 from runs.models import Run, RunEvent, RunStep, Segment, Session, SessionEvent, ToolCall
 from runs.queue import enqueue_run, runs_waiting, send_run

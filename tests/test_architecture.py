@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["kagent", "guard", "tools", "agents", "hooks", "desk", "runs", "dashboard"]
+LAYERS = ["kagent", "guard", "tools", "llm", "agents", "hooks", "desk", "runs", "dashboard"]
 EDGE = {f"{app}.{leaf}" for app in LAYERS for leaf in ("apis", "urls")} | {"kagent.api_urls"}
 # What an app may import of an app above it: the desk, the conversation it works on (see the docstring).
 BENEATH = {"desk": {"runs.models", "runs.limits", "runs.session_events", "runs.resources", "runs.pubsub"}}

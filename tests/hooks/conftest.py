@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from hooks import services
 from hooks.models import WebhookDelivery, WebhookEvent
-from runs.providers import retry
+from llm import retry
 from tests.runs.conftest import Harness
 
 EVERY_TYPE = [

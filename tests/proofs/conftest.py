@@ -15,8 +15,8 @@ from fakes.llm import calls, text
 from hooks import services as hook_services
 from hooks.models import WebhookDelivery, WebhookEvent
 from kagent.models import EgressEvent
+from llm import retry
 from runs import engine
-from runs.providers import retry
 from tests.conftest import Tenant
 from tests.examples import seed_order_status
 from tools.models import McpServer

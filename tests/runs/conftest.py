@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from llm import retry
 from runs import engine
 from runs.models import Run
-from runs.providers import retry
 
 
 @pytest.fixture(autouse=True)

@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 
 from fakes.llm import calls, text
+from llm.types import ModelError
 from runs import engine, services
-from runs.llm import ModelError
 from runs.models import Run, RunStep, ToolCall
 
 pytestmark = pytest.mark.django_db

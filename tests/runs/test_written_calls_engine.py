@@ -11,9 +11,9 @@ import pytest
 
 from desk.models import Handoff
 from fakes.llm import calls, text
+from llm.written_calls import UNREADABLE_CALL_NAME, written_call_id
 from runs.models import Run, ToolCall
 from runs.webhook_events import run_data
-from runs.written_calls import UNREADABLE_CALL_NAME, written_call_id
 from tests.runs.conftest import VERIFIED
 from tests.runs.test_http_tools import setup_tool
 from tests.runs.test_policy_refusals import model_saw, refusals

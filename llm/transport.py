@@ -25,8 +25,8 @@ from django.conf import settings
 from kagent import http1
 from kagent.egress import USER_AGENT, joined_headers
 from kagent.masking import mask_secrets
-from runs.llm import ModelError, ModelRequest
-from runs.providers.retry import RETRYABLE_EGRESS_CODES, RETRYABLE_STATUSES, UpstreamError
+from llm.retry import RETRYABLE_EGRESS_CODES, RETRYABLE_STATUSES, UpstreamError
+from llm.types import ModelError, ModelRequest
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from runs.llm import ToolCallRequest
+from llm.types import ToolCallRequest
 from tools import builtins
 from tools.policy import MAX_CALLS_PER_ROUND
 from tools.toolset import ToolSpec

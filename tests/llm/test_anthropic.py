@@ -8,10 +8,10 @@ import pytest
 
 from fakes.llm import FakeLLM, Fault, calls, text
 from kagent.secrets import secret_put
-from runs import providers
-from runs.llm import Message, ModelError, ToolCallRequest
+from llm import providers
+from llm.types import Message, ModelError, ToolCallRequest
 from tests.conftest import Tenant
-from tests.runs.providers.conftest import ORDER_STATUS, TENANT_KEY, make_request, only_call, user
+from tests.llm.conftest import ORDER_STATUS, TENANT_KEY, make_request, only_call, user
 
 
 @pytest.fixture

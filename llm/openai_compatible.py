@@ -15,9 +15,8 @@ from typing import Any
 
 from django.conf import settings
 
-from runs.llm import ModelError, ModelRequest, ModelResponse, ToolCallRequest, Usage
-from runs.providers.sse import SseReader
-from runs.providers.transport import (
+from llm.sse import SseReader
+from llm.transport import (
     NOTICE_PREFIX,
     OPERATOR,
     HttpAnswer,
@@ -29,6 +28,7 @@ from runs.providers.transport import (
     tenant_post,
     tenant_secret,
 )
+from llm.types import ModelError, ModelRequest, ModelResponse, ToolCallRequest, Usage
 
 logger = logging.getLogger(__name__)
 

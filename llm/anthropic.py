@@ -7,9 +7,8 @@ import json
 import logging
 from typing import Any
 
-from runs.llm import ModelError, ModelRequest, ModelResponse, ToolCallRequest, Usage
-from runs.providers.sse import SseReader
-from runs.providers.transport import (
+from llm.sse import SseReader
+from llm.transport import (
     NOTICE_PREFIX,
     check_status,
     json_count,
@@ -18,6 +17,7 @@ from runs.providers.transport import (
     tenant_post,
     tenant_secret,
 )
+from llm.types import ModelError, ModelRequest, ModelResponse, ToolCallRequest, Usage
 
 logger = logging.getLogger(__name__)
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"

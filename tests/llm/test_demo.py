@@ -14,12 +14,12 @@ from django.utils import timezone
 
 import guard
 from desk.models import Handoff, Ticket
-from runs import providers
+from llm import providers
+from llm.types import Message, ToolCallRequest, ToolDefinition
 from runs.engine import FAILURE_BANNER
-from runs.llm import Message, ToolCallRequest, ToolDefinition
 from runs.models import Run
+from tests.llm.conftest import ORDER_STATUS, TICKET, TRANSFER, make_request, only_call, user
 from tests.runs.conftest import VERIFIED
-from tests.runs.providers.conftest import ORDER_STATUS, TICKET, TRANSFER, make_request, only_call, user
 from tests.runs.test_live_answer import answer_events, shown_after_last_reset
 
 DEMO = {"provider": "demo"}

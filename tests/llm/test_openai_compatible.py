@@ -12,10 +12,10 @@ import pytest
 from fakes.llm import FakeLLM, Fault, ToolCall, calls, raw, text
 from kagent.models import EgressEvent
 from kagent.secrets import secret_put
-from runs import providers
-from runs.llm import Message, ModelError, ModelResponse, ToolCallRequest, Usage
+from llm import providers
+from llm.types import Message, ModelError, ModelResponse, ToolCallRequest, Usage
 from tests.conftest import Tenant
-from tests.runs.providers.conftest import ORDER_STATUS, TENANT_KEY, make_request, user
+from tests.llm.conftest import ORDER_STATUS, TENANT_KEY, make_request, user
 
 
 def order_conversation() -> list[Message]:

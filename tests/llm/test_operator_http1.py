@@ -15,9 +15,9 @@ import pytest
 from fakes.llm import FakeLLM, text
 from fakes.upstream import server_context
 from kagent import http1
-from runs.llm import ModelError
-from runs.providers import transport
-from runs.providers.transport import operator_post
+from llm import transport
+from llm.transport import operator_post
+from llm.types import ModelError
 from tests.raw_server import Answer, RawServer, closes_after
 
 CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"

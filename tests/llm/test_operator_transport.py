@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from runs.llm import ModelError
-from runs.providers import transport
-from runs.providers.transport import operator_post
+from llm import transport
+from llm.transport import operator_post
+from llm.types import ModelError
 
 
 class _Handler(BaseHTTPRequestHandler):

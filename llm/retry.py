@@ -8,7 +8,7 @@ import random
 import time
 from collections.abc import Callable
 
-from runs.llm import ModelError, ModelRequest, ModelResponse
+from llm.types import ModelError, ModelRequest, ModelResponse
 
 logger = logging.getLogger(__name__)
 

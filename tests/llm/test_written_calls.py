@@ -1,4 +1,4 @@
-"""Tool calls written as text (SPEC §5, seed "Fenced tools"), read by runs/written_calls.py: both forms, blocks that
+"""Tool calls written as text (SPEC §5, seed "Fenced tools"), read by llm/written_calls.py: both forms, blocks that
 can't be read, bounds, hostile text, and the incremental filter split at every position. Through the engine:
 test_written_calls_engine.py."""
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runs.written_calls import (
+from llm.written_calls import (
     MAX_BLOCK_CHARS,
     MAX_WRITTEN_CALLS,
     UNREADABLE_ARGUMENTS,

@@ -14,36 +14,51 @@ backoff and jitter; after the last attempt, or at once for anything else, `Model
 and the engine fails the run with `model_error`. Error messages never hold an API key.
 
 Layout: `retry.py` (attempts, backoff, what is retryable), `transport.py` (the operator's and tenants' endpoints,
-status checks, reading answers), one module per provider, and `PROVIDERS` below, where a provider is added.
+status checks, reading answers), one module per provider, and `REGISTRY` below, where a provider is added.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
-from runs.llm import ModelError, ModelRequest, ModelResponse
-from runs.providers.anthropic import anthropic_complete
-from runs.providers.demo import demo_complete
-from runs.providers.openai_compatible import openai_compatible_complete
-from runs.providers.retry import with_retries
+from llm.anthropic import anthropic_complete
+from llm.demo import demo_complete
+from llm.openai_compatible import openai_compatible_complete
+from llm.retry import with_retries
+from llm.types import ModelError, ModelRequest, ModelResponse
 
-__all__ = ["ECHOING", "PROVIDERS", "Provider", "complete"]
+__all__ = ["ECHOING", "LABELS", "NAMES", "PROVIDERS", "REGISTRY", "Entry", "Provider", "complete"]
 
 # One attempt at an answer (no retries: `complete` adds them), raising ModelError saying whether to try again.
 Provider = Callable[[ModelRequest], ModelResponse]
 
-# `model.provider` of the agent config -> its provider. A new provider is one entry here and the same name in the
-# `model.provider` enum of agents/config.py (tests/runs/providers/test_registry.py holds the two lists together).
-PROVIDERS: dict[str, Provider] = {
-    "openai_compatible": openai_compatible_complete,
-    "anthropic": anthropic_complete,
-    # Offline and deterministic: it never raises ModelError, so the retry loop calls it once and never waits.
-    "demo": demo_complete,
-}
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One provider: what `model.provider` names, what the dashboard calls it, its one attempt at an answer."""
 
-# Providers whose text repeats other people's words (the demo echoes the customer and describes tool results): a
-# tool call written in that text is someone else's, not the model's. It is removed from the text, never run.
-ECHOING: frozenset[str] = frozenset({"demo"})
+    name: str
+    label: str
+    complete: Provider
+    # Its text repeats other people's words (the demo echoes the customer and describes tool results): a tool call
+    # written in that text is someone else's, not the model's. It is removed from the text, never run.
+    echoes: bool = False
+
+
+# The one list of providers. A new provider is a module in llm/ and one entry here: the agent config's
+# `model.provider` enum and its message (agents/config.py) and the dashboard's choices derive from it.
+REGISTRY: tuple[Entry, ...] = (
+    Entry("openai_compatible", "OpenAI-compatible (Chat Completions)", openai_compatible_complete),
+    Entry("anthropic", "Anthropic (Messages API)", anthropic_complete),
+    # Offline and deterministic: it never raises ModelError, so the retry loop calls it once and never waits.
+    Entry("demo", "Demo (offline, for trying things out)", demo_complete, echoes=True),
+)
+
+# `model.provider` of the agent config -> its provider.
+PROVIDERS: dict[str, Provider] = {entry.name: entry.complete for entry in REGISTRY}
+NAMES: tuple[str, ...] = tuple(entry.name for entry in REGISTRY)
+LABELS: tuple[tuple[str, str], ...] = tuple((entry.name, entry.label) for entry in REGISTRY)
+ECHOING: frozenset[str] = frozenset(entry.name for entry in REGISTRY if entry.echoes)
 
 
 def complete(request: ModelRequest) -> ModelResponse:

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from fakes.llm import FakeLLM, Fault, text
-from runs import providers
-from runs.llm import ModelError
+from llm import providers
+from llm.types import ModelError
 from tests.conftest import wait_for
-from tests.runs.providers.conftest import make_request, user
+from tests.llm.conftest import make_request, user
 
 
 def test_500_and_429_are_retried_with_backoff(fake_llm: FakeLLM, sleeps: list[float]) -> None:

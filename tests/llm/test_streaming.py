@@ -1,4 +1,4 @@
-"""Streamed model answers read as they arrive (runs/providers/sse.py, OpenAIStream, AnthropicStream): the same answer
+"""Streamed model answers read as they arrive (llm/sse.py, OpenAIStream, AnthropicStream): the same answer
 however the bytes are cut, text given to the sink in order and never a tool call's arguments, tool calls assembled,
 an error inside the stream a retryable failure."""
 
@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from runs.llm import ModelError, ModelRequest
-from runs.providers.anthropic import AnthropicStream
-from runs.providers.openai_compatible import OpenAIStream
-from runs.providers.sse import SseReader
+from llm.anthropic import AnthropicStream
+from llm.openai_compatible import OpenAIStream
+from llm.sse import SseReader
+from llm.types import ModelError, ModelRequest
 
 
 class Sink:

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from runs.llm import Message, ModelRequest, ModelResponse, ToolDefinition
-from runs.providers import retry
+from llm import retry
+from llm.types import Message, ModelRequest, ModelResponse, ToolDefinition
+from tests.runs.conftest import h  # noqa: F401  (the demo model through the engine: test_demo.py)
 from tools.builtins import CREATE_TICKET, TRANSFER_TO_HUMAN
 
 TENANT_KEY = "sk-tenant-0123456789abcdef"

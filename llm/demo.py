@@ -21,8 +21,8 @@ from typing import Any, Final
 
 import regex
 
-from runs.llm import Message, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition, Usage
-from runs.providers.transport import json_object
+from llm.transport import json_object
+from llm.types import Message, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition, Usage
 from tools.arabic import normalize_arabic, normalize_digits
 from tools.builtins import CREATE_TICKET, FLAG_CONVERSATION, SEARCH_KNOWLEDGE, TRANSFER_TO_HUMAN, Receipt
 
