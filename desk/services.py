@@ -1,11 +1,9 @@
 """Writes of the desk: a run's built-ins open tickets and hand conversations to the team (`ticket_create`,
 `handoff_create`, called by desk/builtins.py for the run engine); the team closes and reopens them
-(`ticket_update`, `handoff_update`, from the API and the dashboard), and holds the conversation itself (SPEC §4
-"Live handoff"): it goes to the team (`to_team`; the team's replies are written by runs/services.py
-`session_message_create`, which also supersedes the agent's open run) and back to the agent, or closed
-(`session_update`). Each change the business can subscribe to is recorded
-for its webhooks in the same transaction (desk/webhook_events.py, runs/session_events.py), and a conversation's
-changes for its event stream."""
+(`ticket_update`, `handoff_update`, from the API and the dashboard); a handoff takes the conversation to the team
+and the last one closed closes it, through the conversation's one writer (runs/conversation.py), which closes the
+open handoffs of a conversation handed back (`close_handoffs`, bound as the desk's facts). Each change the business
+can subscribe to is recorded for its webhooks in the same transaction (desk/webhook_events.py)."""
 
 from __future__ import annotations
 
@@ -19,9 +17,9 @@ from desk import webhook_events
 from desk.models import Handoff, Ticket, TicketCounter
 from kagent.errors import Conflict, Unprocessable
 from kagent.inputs import UNSET, is_set
+from runs.conversation import session_locked, set_status, to_team
 from runs.limits import bucket_held
 from runs.models import Run, Session
-from runs.session_events import record_updated
 
 # --- made by a run ------------------------------------------------------------------------------------------------
 
@@ -59,26 +57,6 @@ def handoff_create(*, run: Run, tool_call_id: str, reason_type: str, summary: st
             if not run.sandbox or session.is_test:
                 to_team(session, timezone.now())
     return handoff
-
-
-def session_locked(session_id: str) -> Session:
-    """The session's row, FOR NO KEY UPDATE (as a new run takes it: rows that refer to it take FOR KEY SHARE)."""
-    return Session.objects.select_for_update(no_key=True, of=("self",)).select_related("end_user").get(pk=session_id)
-
-
-def to_team(session: Session, now: Any, *, waiting: bool = True) -> None:
-    """The conversation goes to the team (a handoff, or a person of the team wrote into it): the agent keeps quiet
-    until it is handed back. `session.updated` when it changed. Inside the caller's transaction, with the session's
-    row held (`session_locked`)."""
-    if session.status == Session.Status.HANDED_OFF:
-        return
-    session.status = Session.Status.HANDED_OFF
-    session.handed_off_at = now
-    # A handoff leaves the customer waiting for the team; a team's own message answers them (`waiting=False`).
-    session.waiting_since = (session.waiting_since or now) if waiting else None
-    session.last_activity_at = now
-    session.save(update_fields=["status", "handed_off_at", "waiting_since", "last_activity_at"])
-    record_updated(session)
 
 
 def ticket_create(
@@ -204,40 +182,14 @@ def handoff_update(*, handoff: Handoff, status: str = UNSET, assignee: str | Non
             if still_open:
                 to_team(session, timezone.now())
             else:
-                _set_status(session, Session.Status.CLOSED)
+                set_status(session, Session.Status.CLOSED)
     return current
 
 
-# --- the conversation, held by the team ----------------------------------------------------------------------------
-
-
-def _set_status(session: Session, status: str) -> None:
-    """Hands the conversation back to the agent (`open`) or closes it: its open handoffs close (`handoff.closed`),
-    nobody waits for the team any more. `session.updated` when it changed. Inside the caller's transaction, with
-    the session's row held."""
-    for handoff in Handoff.objects.select_for_update().filter(session_id=session.pk, status=Handoff.Status.OPEN):
+def close_handoffs(session_id: str) -> None:
+    """A conversation handed back to the agent or closed (runs/conversation.py `set_status`): its open handoffs
+    close (`handoff.closed`). Inside the caller's transaction, with the session's row held."""
+    for handoff in Handoff.objects.select_for_update().filter(session_id=session_id, status=Handoff.Status.OPEN):
         Handoff.objects.filter(pk=handoff.pk).update(status=Handoff.Status.CLOSED, closed_at=timezone.now())
         handoff.status = Handoff.Status.CLOSED
         webhook_events.handoff_event(handoff, "handoff.closed")
-    if session.status == status and session.waiting_since is None:
-        return
-    changed = session.status != status
-    session.status, session.waiting_since = status, None
-    session.save(update_fields=["status", "waiting_since"])
-    if changed:
-        record_updated(session)
-
-
-def session_update(*, session: Session, status: str) -> Session:
-    """`PATCH /v1/sessions/{id}`: `open` hands the conversation back to the agent (the next run's history holds
-    what the customer and the team said meanwhile), `closed` closes it."""
-    if status not in (Session.Status.OPEN, Session.Status.CLOSED):
-        raise Unprocessable(
-            "invalid_request",
-            'status is "open" (hand the conversation back to the agent) or "closed".',
-            details=[{"path": "$.status", "message": 'one of "open", "closed"'}],
-        )
-    with transaction.atomic():
-        current = session_locked(session.pk)
-        _set_status(current, status)
-    return current

@@ -33,6 +33,7 @@ __all__ = ["ECHOING", "LABELS", "NAMES", "PROVIDERS", "REGISTRY", "Entry", "Prov
 # One attempt at an answer (no retries: `complete` adds them), raising ModelError saying whether to try again.
 Provider = Callable[[ModelRequest], ModelResponse]
 
+
 @dataclasses.dataclass(frozen=True)
 class Entry:
     """One provider: what `model.provider` names, what the dashboard calls it, its one attempt at an answer."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from desk import selectors as desk_selectors
 from guard import Call, Facts
 from llm.types import Message
 from runs.models import Run, ToolCall
@@ -76,13 +75,11 @@ def answer_facts(
         return [call_of(row) for row in rows]
 
     def ticket_numbers() -> frozenset[str]:
-        earlier = desk_selectors.customer_ticket_numbers(
-            project_id=run.project_id, rate_key=run.rate_key, is_test=run.sandbox
-        )
+        earlier = builtins.desk().ticket_numbers(project_id=run.project_id, rate_key=run.rate_key, is_test=run.sandbox)
         return frozenset(f"TKT-{number}" for number in earlier)
 
     def handed_off() -> bool:
-        return run.session_id is not None and desk_selectors.session_handed_off(
+        return run.session_id is not None and builtins.desk().handed_off(
             project_id=run.project_id, session_id=run.session_id
         )
 

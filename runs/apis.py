@@ -19,7 +19,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.mediatypes import media_type_matches
 
-from desk import services as desk_services
 from kagent import throttle
 from kagent.api import (
     ProjectApi,
@@ -34,7 +33,7 @@ from kagent.errors import OUTAGES, ApiError, Unprocessable
 from kagent.inputs import Input
 from kagent.models import ApiKey
 from kagent.openapi import empty_is_unset, list_of
-from runs import approvals, selectors, services, streams
+from runs import approvals, conversation, selectors, services, streams
 from runs.identity import EndUserClaim
 from runs.models import Run, RunStep, ToolCall
 from runs.resources import MESSAGE, MODEL_STEP, RUN, RUN_STEP, SESSION, TOOL_CALL_STEP, for_browser
@@ -203,7 +202,7 @@ class SessionDetailApi(ProjectApi):
         )
         _secret_only(self.api_key, "Hand a conversation back or close it")
         body = SESSION_UPDATE.parse(request.data)
-        return Response(SESSION.render(desk_services.session_update(session=session, status=body.status)))
+        return Response(SESSION.render(conversation.session_update(session=session, status=body.status)))
 
 
 @dataclass(frozen=True)

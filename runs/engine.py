@@ -24,7 +24,6 @@ import guard
 from agents.config import APPROVAL_EXPIRES_DEFAULT
 from agents.models import Agent
 from agents.selectors import searchable_sources
-from desk import selectors as desk_selectors
 from kagent.errors import OUTAGES
 from kagent.models import SigningSecret
 from kagent.secrets import secret_resolve, signing_secrets_for_calls
@@ -39,6 +38,7 @@ from runs.lease import KEEPER, lease, release_connection
 from runs.limits import SHARED_BUCKET_PREFIXES, bucket_held
 from runs.live_answer import LiveAnswer
 from runs.models import Run, RunEvent, RunStep, ToolCall
+from tools import builtins
 from tools.http_call import http_tool_call
 from tools.mcp_call import mcp_tool_call
 from tools.policy import CALLS_OUT, Decision, PolicyContext, parse_arguments, policy_check
@@ -428,7 +428,7 @@ class Engine:
                 project_id=run.project_id, agent_id=run.agent_id
             ).exists(),
             http_calls_last_hour=lambda: self._http_calls_last_hour(call, now),
-            tickets_last_day=lambda: desk_selectors.customer_tickets_since(
+            tickets_last_day=lambda: builtins.desk().tickets_since(
                 project_id=run.project_id, rate_key=run.rate_key, is_test=run.sandbox, since=now - timedelta(days=1)
             ),
         )
@@ -462,10 +462,9 @@ class Engine:
         # A shared bucket is not one customer: the open tickets of whoever shares its address are not theirs to hear.
         if not self.run.rate_key or self.run.rate_key.startswith(SHARED_BUCKET_PREFIXES):
             return None
-        ticket = desk_selectors.customer_open_ticket(
+        return builtins.desk().open_ticket_number(
             project_id=self.run.project_id, rate_key=self.run.rate_key, is_test=self.run.sandbox
         )
-        return ticket.display_number if ticket else None
 
     def _decide(self, call: ToolCall, request: ToolCallRequest, round_number: int) -> Decision:
         """The policy check's decision for `call`, written onto it (in memory)."""

@@ -20,11 +20,10 @@ from django.utils import timezone
 import guard
 from agents.models import Agent, AgentVersion
 from agents.selectors import agent_get, searchable_sources
-from desk import services as desk_services
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
 from kagent.models import ApiKey, Project
 from llm.types import Message
-from runs import run_events, session_events, transitions
+from runs import conversation, run_events, session_events, transitions
 from runs import store as run_store
 from runs.approvals import APPROVE_TOOL_CALLS, approvals_closed, expire_approvals_if_due
 from runs.engine import client_output_shown
@@ -117,11 +116,11 @@ def session_message_create(*, session: Session, role: str, content: str, author:
             details=[{"path": "$.author", "message": "only with role team"}],
         )
     with transaction.atomic():
-        current = desk_services.session_locked(session.pk)
+        current = conversation.session_locked(session.pk)
         now = timezone.now()
         if role == ChatMessage.Role.TEAM:
             supersede_open_runs(current)
-            desk_services.to_team(current, now, waiting=False)
+            conversation.to_team(current, now, waiting=False)
             current.waiting_since = None
         elif current.status == Session.Status.HANDED_OFF:
             current.waiting_since = current.waiting_since or now

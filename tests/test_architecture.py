@@ -1,16 +1,11 @@
 """The architecture drawn from the imports: no cycles, and no app importing one above it.
 
-Apps from the bottom up: `kagent` (tenancy, the outbound client, the API's edge), `guard` (the truthfulness
-guard: it imports no app), `tools`, `agents`, `hooks`, `desk`,
-`runs`, `dashboard`. An app's modules import only its own and those of the apps below it — except its edge (`apis`,
+Apps from the bottom up, one order with no module excused: `kagent` (tenancy, the outbound client, the API's edge),
+`guard` (the truthfulness guard: it imports no app), `tools`, `llm` (the model layer), `agents`, `hooks`, `runs`
+(the conversation and the run), `desk` (tickets and handoffs: it builds on the conversation and the run, and tells
+the engine what it needs through `tools.builtins.DeskFacts`, bound when it is ready, as its built-ins' executors
+are), `dashboard`. An app's modules import only its own and those of the apps below it — except its edge (`apis`,
 `urls`), which may call any app's services and selectors. Imports inside functions count too.
-
-The desk sits below the run engine, which reads its selectors (the policy check's and the truthfulness guard's
-facts) and runs its built-ins (bound to the registry in `tools` by the desk, which calls its own services): data
-flows one way. It works on the conversation `runs` keeps, so it may import `runs.models` (sessions, runs, end
-users), `runs.limits` (the per-customer lock its one-open-ticket rule shares with the policy check) and the
-conversation's events (`runs.session_events`, with what they render and publish through: `runs.resources`,
-`runs.pubsub`: a handoff changes the conversation), and nothing else of `runs`: never the engine.
 """
 
 from __future__ import annotations
@@ -20,10 +15,8 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["kagent", "guard", "tools", "llm", "agents", "hooks", "desk", "runs", "dashboard"]
+LAYERS = ["kagent", "guard", "tools", "llm", "agents", "hooks", "runs", "desk", "dashboard"]
 EDGE = {f"{app}.{leaf}" for app in LAYERS for leaf in ("apis", "urls")} | {"kagent.api_urls"}
-# What an app may import of an app above it: the desk, the conversation it works on (see the docstring).
-BENEATH = {"desk": {"runs.models", "runs.limits", "runs.session_events", "runs.resources", "runs.pubsub"}}
 
 
 def _modules() -> dict[str, Path]:
@@ -66,20 +59,8 @@ def test_no_app_imports_an_app_above_it_outside_its_edge() -> None:
         if module in EDGE or app == "dashboard":
             continue
         for target in imported:
-            if LAYERS.index(target.split(".")[0]) > LAYERS.index(app) and target not in BENEATH.get(app, ()):
+            if LAYERS.index(target.split(".")[0]) > LAYERS.index(app):
                 wrong.append(f"{module} -> {target}")
-    assert wrong == []
-
-
-def test_what_the_desk_may_import_of_runs_imports_no_more_of_it() -> None:
-    # Else the desk would reach the engine through them.
-    graph = _graph()
-    wrong = [
-        f"{module} -> {target}"
-        for module in sorted(set().union(*BENEATH.values()))
-        for target in graph[module]
-        if target.split(".")[0] == "runs" and target not in BENEATH["desk"]
-    ]
     assert wrong == []
 
 

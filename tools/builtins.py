@@ -772,3 +772,40 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# --- what the built-ins' owner tells the engine -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeskFacts:
+    """What the engine and the conversation ask of the app that owns `transfer_to_human` and `create_ticket` (the
+    desk, which binds them when it is ready, as it binds their executors): the policy check's ticket facts, the
+    truthfulness guard's ticket numbers and handoff, and the handoffs a conversation handed back or closed closes.
+    The engine never imports the desk: the desk builds on the run, the run is told through this."""
+
+    # The display number of the customer's open ticket, or None (test-panel runs see test objects only).
+    open_ticket_number: Callable[..., str | None]  # (project_id=, rate_key=, is_test=)
+    tickets_since: Callable[..., int]  # (project_id=, rate_key=, is_test=, since=)
+    ticket_numbers: Callable[..., list[int]]  # (project_id=, rate_key=, is_test=)
+    handed_off: Callable[..., bool]  # (project_id=, session_id=): a handoff of the session is open
+    # Inside the caller's transaction, with the session's row held: its open handoffs close (`handoff.closed`).
+    close_handoffs: Callable[[str], None]
+
+
+_DESK: list[DeskFacts] = []
+
+
+def bind_desk(facts: DeskFacts) -> None:
+    """Binds the desk's facts (once: binding others is an error, the same again is nothing)."""
+    if _DESK and _DESK[0] is not facts:
+        raise ValueError("the desk's facts are already bound")
+    if not _DESK:
+        _DESK.append(facts)
+
+
+def desk() -> DeskFacts:
+    """The desk's facts, bound when its app is ready."""
+    if not _DESK:
+        raise LookupError("no desk is bound (the desk app binds its facts when it is ready)")
+    return _DESK[0]

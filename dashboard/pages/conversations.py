@@ -16,10 +16,10 @@ from django.urls import reverse
 from dashboard.access import MemberRequest, member_page
 from dashboard.problems import Problems, problems_from
 from desk import selectors as desk_selectors
-from desk import services as desk_services
 from kagent.errors import ApiError
 from kagent.models import User
 from kagent.throttle import RateLimited
+from runs import conversation as conversation_state
 from runs import selectors, session_events, streams
 from runs import services as run_services
 from runs.apis import MESSAGE_CREATE, SESSION_UPDATE
@@ -124,7 +124,7 @@ def conversation_status(request: MemberRequest, session_id: str) -> HttpResponse
     session = selectors.session_get(project=request.project, session_id=session_id)
     try:
         body = SESSION_UPDATE.parse({"status": request.POST.get("status", "")})
-        session = desk_services.session_update(session=session, status=body.status)
+        session = conversation_state.session_update(session=session, status=body.status)
     except ApiError as exc:
         messages.error(request, exc.message)
     else:

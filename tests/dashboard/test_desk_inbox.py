@@ -16,10 +16,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents.services import agent_create, agent_publish
-from desk import services as desk_services
 from desk.models import Handoff
 from fakes.llm import calls, text
-from runs import engine, streams
+from runs import conversation, engine, streams
 from runs import services as run_services
 from runs.identity import EndUserClaim
 from runs.models import Message, Session, SessionEvent
@@ -71,7 +70,7 @@ def test_the_inbox_lists_the_conversations_with_the_team_the_longest_waiting_fir
     run_services.session_message_create(session=longest, role="user", content="Hello? Anyone there?")
     Session.objects.filter(pk=longest.pk).update(waiting_since=timezone.now() - timedelta(hours=2, minutes=5))
     back_with_the_agent = handed_off(alice, fake_llm, customer="cust-back", script="back")
-    desk_services.session_update(session=back_with_the_agent, status="open")
+    conversation.session_update(session=back_with_the_agent, status="open")
     test_panel = panel_session_create(project=alice.project, agent_id=waiting.agent_id)
     run_services.session_message_create(session=test_panel, role="team", content="A test reply.", author="Sam")
     handed_off(bob, fake_llm, customer="bobs-customer", script="bob")
