@@ -16,5 +16,6 @@ urlpatterns = [
     path("", include("tools.urls")),
     path("", include("runs.urls")),
     path("", include("desk.urls")),
+    path("", include("checks.urls")),
     path("", include("hooks.urls")),
 ]

@@ -96,6 +96,7 @@ INSTALLED_APPS = [
     "hooks.apps.HooksConfig",
     "runs.apps.RunsConfig",
     "desk.apps.DeskConfig",
+    "checks.apps.ChecksConfig",
     "dashboard.apps.DashboardConfig",
 ]
 
@@ -365,7 +366,7 @@ LOGGING = {
 # model or a tool has its lease renewed meanwhile (runs/lease.py), all of a worker's in one statement a tick.
 KAGENT_RUN_LEASE_SECONDS = int(os.environ.get("KAGENT_RUN_LEASE_SECONDS", "20"))
 KAGENT_SWEEP_SECONDS = float(os.environ.get("KAGENT_SWEEP_SECONDS", "10"))
-# An agent's checks run this many at a time (runs/checks.py), each in a thread with its own database connection.
+# An agent's checks run this many at a time (checks/services.py), each in a thread with its own database connection.
 KAGENT_CHECK_CONCURRENCY = int(os.environ.get("KAGENT_CHECK_CONCURRENCY", "4"))
 # Days kept of webhook events with their delivery logs, and of the egress log; 0 keeps them for good.
 KAGENT_WEBHOOK_RETENTION_DAYS = int(os.environ.get("KAGENT_WEBHOOK_RETENTION_DAYS", "30"))
@@ -399,6 +400,8 @@ KAGENT_WEBHOOK_RETRY_SECONDS = _retry_seconds(
 KAGENT_WEBHOOK_LEASE_SECONDS = float(os.environ.get("KAGENT_WEBHOOK_LEASE_SECONDS", "60"))
 CELERY_BEAT_SCHEDULE = {
     "runs-sweep": {"task": "runs.sweep", "schedule": KAGENT_SWEEP_SECONDS},
+    # Check runs whose process died end as failed.
+    "checks-sweep": {"task": "checks.sweep", "schedule": KAGENT_SWEEP_SECONDS},
     # Webhook events not dispatched and deliveries due or let go by a dead worker are queued again.
     "hooks-sweep": {"task": "hooks.sweep", "schedule": KAGENT_SWEEP_SECONDS},
     # API knowledge sources whose refresh_minutes have passed are fetched again.

@@ -105,8 +105,8 @@ class Run(models.Model):
     # Indexes cost every insert and update of a run: only what a query uses (see Meta and bench/README.md).
     version = models.ForeignKey(AgentVersion, on_delete=models.SET_NULL, null=True, blank=True, db_index=False)
     version_number = models.IntegerField(null=True, blank=True)
-    # A run of an agent's check (runs/checks.py): {"check_run", "client_outputs"}. Its client tools are answered from
-    # `client_outputs` and a call that would wait for approval counts as approved; null for every other run.
+    # A run of an agent's check (checks/services.py): {"check_run", "client_outputs"}. Its client tools are answered
+    # from `client_outputs` and a call that would wait for approval counts as approved; null for every other run.
     check_options = models.JSONField(null=True, blank=True)
     session = models.ForeignKey(
         Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs", db_index=False

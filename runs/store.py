@@ -175,7 +175,7 @@ _RUN_COLUMNS = (
     "cancel_requested",
     "status",
     "followed_until",  # the engine streams the answer to a follower (runs/live_answer.py)
-    "check_options",  # a check's run answers client tools and counts approvals as given (runs/checks.py)
+    "check_options",  # a check's run answers client tools and counts approvals as given (checks/services.py)
     # The rest of what the API renders of a run: its completion's webhook event carries the run as it was then.
     "version_number",
     "input",

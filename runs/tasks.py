@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from runs import checks, engine, services
+from runs import engine, services
 
 
 @shared_task(
@@ -23,12 +23,5 @@ def execute_run(run_id: str) -> None:
 
 @shared_task(name="runs.sweep", max_retries=0, time_limit=120, ignore_result=True)
 def sweep() -> dict[str, int]:
-    counts = services.run_sweep()
-    counts["check_runs_ended"] = checks.check_runs_expire()  # a check run whose process died
-    return counts
+    return services.run_sweep()
 
-
-@shared_task(name="runs.check_run_execute", max_retries=0, time_limit=1800, ignore_result=True)
-def check_run_execute(check_run_id: str) -> None:
-    # An agent's checks, against its draft or a version (runs/checks.py); each check's runs are driven here.
-    checks.check_run_execute(check_run_id)

@@ -10,7 +10,6 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.selectors import agents_granting_mcp_server, agents_granting_tool
 from kagent.api import ProjectApi, paginate
 from kagent.inputs import Input
 from kagent.openapi import list_of
@@ -111,7 +110,7 @@ class ToolDetailApi(ProjectApi):
     def delete(self, request: Request, name: str) -> Response:
         tool = selectors.http_tool_get(project=self.project, name=name)
         tool_id = tool.id
-        services.http_tool_delete(tool=tool, granted_by=agents_granting_tool(project=self.project, name=name))
+        services.http_tool_delete(tool=tool, granted_by=selectors.agents_granting_tool(project=self.project, name=name))
         return Response({"id": tool_id, "object": "tool", "name": name, "deleted": True})
 
 
@@ -315,7 +314,7 @@ class McpServerDetailApi(ProjectApi):
             name=body.name,
             url=body.url,
             headers=body.headers,
-            granted_by=lambda: agents_granting_mcp_server(project=self.project, name=server.name),
+            granted_by=lambda: selectors.agents_granting_mcp_server(project=self.project, name=server.name),
         )
         return Response(MCP_SERVER.render(server))
 
@@ -323,7 +322,7 @@ class McpServerDetailApi(ProjectApi):
     def delete(self, request: Request, server_id: str) -> Response:
         server = selectors.mcp_server_get(project=self.project, server_id=server_id)
         services.mcp_server_delete(
-            server=server, granted_by=agents_granting_mcp_server(project=self.project, name=server.name)
+            server=server, granted_by=selectors.agents_granting_mcp_server(project=self.project, name=server.name)
         )
         return Response({"id": server_id, "object": "mcp_server", "deleted": True})
 

@@ -10,6 +10,7 @@ class ToolsConfig(AppConfig):
 
     def ready(self) -> None:
         checks.register(builtins_executed)
+        checks.register(bindings_made)
 
 
 def builtins_executed(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -25,4 +26,20 @@ def builtins_executed(app_configs: Any = None, **kwargs: Any) -> list[checks.Che
             id="tools.E001",
         )
         for name in builtins.unexecuted()
+    ]
+
+
+def bindings_made(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """What the apps above bind for this one once they are ready: the desk's facts (the engine asks them through
+    tools.builtins) and the agents' grants of a tool (tools.selectors). Found missing at start, not at first use."""
+    from tools import builtins, selectors
+
+    missing = []
+    if not builtins._DESK:
+        missing.append(("the desk's facts", "tools.builtins.bind_desk", "tools.E002"))
+    if not selectors._GRANTS:
+        missing.append(("the agents' grants of a tool", "tools.selectors.bind_grants", "tools.E003"))
+    return [
+        checks.Error(f"{what} are not bound.", hint=f"{how}(...) in the owning app's AppConfig.ready().", id=code)
+        for what, how, code in missing
     ]

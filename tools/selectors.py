@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -86,3 +86,39 @@ def mcp_granted(
             definition = server.definition(listed)
             definitions[definition["name"]] = definition
     return McpGrants(definitions=definitions, problems=problems)
+
+
+# --- who grants a tool (the agents above this app, bound when they are ready) -----------------------------------
+
+
+@dataclass(frozen=True)
+class Grants:
+    """The ids of the agents whose draft grants the HTTP tool `name` / a tool of the MCP server `name`: deleting or
+    renaming one it grants is refused. Bound by the agents app (agents/apps.py), whose drafts hold the grants."""
+
+    http_tool: Callable[..., list[str]]  # (project=, name=)
+    mcp_server: Callable[..., list[str]]  # (project=, name=)
+
+
+_GRANTS: list[Grants] = []
+
+
+def bind_grants(grants: Grants) -> None:
+    if _GRANTS and _GRANTS[0] is not grants:
+        raise ValueError("the grants are already bound")
+    if not _GRANTS:
+        _GRANTS.append(grants)
+
+
+def agents_granting_tool(*, project: Project, name: str) -> list[str]:
+    return _bound().http_tool(project=project, name=name)
+
+
+def agents_granting_mcp_server(*, project: Project, name: str) -> list[str]:
+    return _bound().mcp_server(project=project, name=name)
+
+
+def _bound() -> Grants:
+    if not _GRANTS:
+        raise LookupError("no grants are bound (the agents app binds them when it is ready)")
+    return _GRANTS[0]

@@ -19,8 +19,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents import selectors, services
-from agents.apis import AGENT_WRITE, CHECK_WRITE, PUBLISH, check_fields
+from agents.apis import AGENT_WRITE
 from agents.models import Agent, CheckRun
+from checks import services as checks
+from checks.apis import CHECK_WRITE, PUBLISH, check_fields
 from dashboard import editor
 from dashboard.access import MemberRequest, member_page
 from dashboard.pages.panel import panel_context
@@ -30,7 +32,6 @@ from kagent import throttle
 from kagent.errors import ApiError
 from kagent.merge_patch import merge_patch_between
 from kagent.secrets import secret_list
-from runs import checks
 from runs import selectors as run_selectors
 from tools.selectors import http_tool_list, mcp_server_list
 

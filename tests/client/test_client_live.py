@@ -128,7 +128,7 @@ def test_create_and_wait_returns_the_settled_run(client_for, start_worker, fake_
     alice = make_tenant("alice")
     client = client_for(alice.secret_key)
     fake_llm.script("hello", [text("Hello! How can I help?")])
-    fake_llm.script("pause", [calls(("get_cart", {})), text("Done.")])
+    fake_llm.script("pause", [calls(("get_cart", {})), text("Your cart is empty.")])  # a lookup: nothing "Done."
     hello = published_agent(client, "hello")
     pause = client.agents.create(name="pause", config=config("pause", client=[CART])).id
     client.agents.publish(pause)
@@ -273,7 +273,11 @@ def test_lists_page_and_iterate_through_every_page(client_for, bob_and_alice):
 
 def test_async_client_runs_async_client_tools_and_streams(live_server, start_worker, fake_llm):
     alice = make_tenant("alice")
-    fake_llm.script("async", [calls(("get_cart", {}), ("open_size_guide", {"item": "hat"})), text("All set.")])
+    # Two lookups done nothing for the customer: the answer says what they found ("All set." would be a claim).
+    fake_llm.script(
+        "async",
+        [calls(("get_cart", {}), ("open_size_guide", {"item": "hat"})), text("Here is your cart and the size guide.")],
+    )
     start_worker(fake_llm.worker_env())
 
     async def scenario() -> tuple[Any, list[str], list[str]]:
@@ -297,7 +301,7 @@ def test_async_client_runs_async_client_tools_and_streams(live_server, start_wor
             return run, names, listed
 
     run, names, listed = asyncio.run(scenario())
-    assert (run.status, run.output.text) == ("completed", "All set.")
+    assert (run.status, run.output.text) == ("completed", "Here is your cart and the size guide.")
     assert names[:2] == ["run.queued", "run.in_progress"] and names[-1] == "run.requires_action"
     assert listed == [run.id]
     shown = json.dumps(fake_llm.requests("async")[-1].new_tool_results)

@@ -1266,7 +1266,7 @@ def test_the_versions_page_reads_every_versions_figures_in_the_same_few_queries(
 
 def test_run_checks_starts_them_on_a_worker_and_the_card_follows_until_the_results_are_in(alice, fake_llm):
     from agents.models import Check, CheckRun
-    from runs import checks
+    from checks import services as checks
 
     fake_llm.script("checks-card", [text("Our returns window is 30 days.")] * 5)
     agent = agent_create(

@@ -63,7 +63,7 @@ def test_every_constraint_of_the_agent_config_and_tool_definitions_has_its_own_m
 
 
 def _api_inputs() -> Iterator[tuple[str, Input[Any]]]:
-    for module in ("agents.apis", "desk.apis", "hooks.apis", "runs.apis", "tools.apis", "kagent.apis"):
+    for module in ("agents.apis", "checks.apis", "desk.apis", "hooks.apis", "runs.apis", "tools.apis", "kagent.apis"):
         for name, value in vars(importlib.import_module(module)).items():
             if isinstance(value, Input):
                 yield f"{module}.{name}", value

@@ -463,10 +463,11 @@ def test_unknown_keys_and_non_object_arguments_are_left_for_validation() -> None
 
 
 def test_every_builtin_has_its_executor_once_the_apps_are_ready() -> None:
-    from tools.apps import builtins_executed
+    from tools.apps import bindings_made, builtins_executed
 
     assert builtins.unexecuted() == []
     assert builtins_executed() == []
+    assert bindings_made() == []
     assert {name: builtins.executor(name).__module__ for name in sorted(BUILTIN_NAMES)} == {
         "create_ticket": "desk.builtins",
         "flag_conversation": "runs.builtins",
@@ -505,3 +506,14 @@ def test_receipts_say_what_the_chat_widget_shows_of_what_a_builtin_made() -> Non
         "flag_conversation": "test flag",
         "transfer_to_human": "test handoff",
     }
+
+
+def test_the_desk_answers_the_engine_through_its_bound_facts(monkeypatch) -> None:
+    # The engine never imports the desk; without the binding the app refuses to start (manage.py check), not a run.
+    from tools.apps import bindings_made
+
+    assert builtins.desk().close_handoffs.__module__ == "desk.services"
+    monkeypatch.setattr(builtins, "_DESK", [])
+    assert [error.id for error in bindings_made()] == ["tools.E002"]
+    with pytest.raises(LookupError):
+        builtins.desk()

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from agents.models import Check, CheckRun
+from checks import services as checks
 from desk.models import Ticket
 from fakes.llm import calls, text
-from runs import checks
 from runs.models import Run
 from tests.runs.conftest import VERIFIED, Harness
 
