@@ -257,7 +257,7 @@ def _queue_fetch(source: KnowledgeSource) -> bool:
     if claimed:
         source.fetch_queued_at = now
         source_id = source.pk
-        transaction.on_commit(lambda: broker.send(FETCH_TASK, source_id))
+        broker.enqueue(FETCH_TASK, source_id)
     return bool(claimed)
 
 

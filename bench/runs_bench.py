@@ -421,7 +421,7 @@ CPU_PARTS = (
     ("runs.services", "run_create"),
     ("runs.store", "latest_version"),
     ("runs.store", "insert_run"),
-    ("runs.queue", "send_run"),
+    ("kagent.broker", "send"),
     ("runs.engine", "run_execute"),
     ("runs.store", "claim"),
     ("llm.providers", "complete"),

@@ -110,7 +110,7 @@ def check_run_start(*, agent: Agent, version: int | None, queue: bool = True) ->
         finished_at=None if has_checks else timezone.now(),
     )
     if has_checks and queue:
-        broker.send(EXECUTE_TASK, check_run.pk)
+        broker.enqueue(EXECUTE_TASK, check_run.pk)
     return check_run
 
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.db import transaction
-
 from hooks.models import EVENT_TYPES, WebhookEvent
 from kagent import broker
 from kagent.sql import execute
@@ -70,13 +68,9 @@ def subscribed(project_id: str, event_type: str) -> bool:
     return bool(execute(_SUBSCRIBED_SQL, {"project": project_id, "type": event_type})[0][0])
 
 
-def dispatch_on_commit(event_id: str) -> None:
-    """Queues the event's dispatch once the current transaction commits (at once outside one)."""
-    transaction.on_commit(lambda: send_dispatch(event_id))
-
-
-def send_dispatch(event_id: str) -> None:
-    broker.send(DISPATCH_TASK, event_id)
+def dispatch(event_id: str) -> None:
+    """Queues the event's dispatch (kagent.broker.enqueue: after commit; one lost is the sweep's)."""
+    broker.enqueue(DISPATCH_TASK, event_id)
 
 
 def record(
@@ -92,5 +86,5 @@ def record(
     event = WebhookEvent.objects.create(
         project_id=project_id, type=event_type, object_id=object_id, data=data() if data is not None else None
     )
-    dispatch_on_commit(event.pk)
+    dispatch(event.pk)
     return str(event.pk)

@@ -248,7 +248,8 @@ def event_dispatch(*, event_id: str) -> list[str]:
 
 
 def send_delivery(delivery_id: str, countdown: float | None = None) -> None:
-    broker.send(DELIVER_TASK, delivery_id, countdown=countdown)
+    """Queues the delivery's attempt (kagent.broker.enqueue: after commit; one lost is the sweep's)."""
+    broker.enqueue(DELIVER_TASK, delivery_id, countdown=countdown)
 
 
 # --- one attempt ------------------------------------------------------------------------------------------------
@@ -487,7 +488,7 @@ def delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
         WebhookDelivery.objects.filter(pk=current.pk).update(
             status=WebhookDelivery.Status.PENDING, manual=not retrying, next_attempt_at=now, completed_at=None
         )
-        transaction.on_commit(lambda: send_delivery(current.pk))
+        send_delivery(current.pk)
     current.refresh_from_db()
     return current
 
@@ -495,9 +496,7 @@ def delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
 # --- the sweep --------------------------------------------------------------------------------------------------
 
 
-def hooks_sweep(
-    *, dispatch: Any = outbox.send_dispatch, deliver: Any = send_delivery, limit: int = 500
-) -> dict[str, int]:
+def hooks_sweep(*, dispatch: Any = outbox.dispatch, deliver: Any = send_delivery, limit: int = 500) -> dict[str, int]:
     """The safety net (beat, every KAGENT_SWEEP_SECONDS): events whose dispatch was lost are dispatched, deliveries
     due whose message was lost, or whose worker died holding them (the lease ran out), are queued again."""
     now = timezone.now()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,10 +27,13 @@ from typing import Any, cast
 
 import redis as redis_py
 from django.conf import settings
+from django.db import transaction
 from kombu.serialization import dumps as serialize
 from kombu.transport import redis, virtual
 
 from kagent.celery import app
+
+logger = logging.getLogger(__name__)
 
 # The tasks whose message a worker holds in memory only (kombu's acknowledgement emulation keeps no copy in Redis):
 # their work is in PostgreSQL and the sweeper recovers it — a run still queued whose message is not waiting on
@@ -130,12 +134,31 @@ def _task_limits(name: str) -> tuple[Any, Any]:
     return time_limit, soft_time_limit
 
 
+def enqueue(name: str, *args: str, countdown: float | None = None) -> None:
+    """The one way the product queues a task: task `name` with `args` (ids), sent once the current transaction
+    commits (at once outside one), so a worker never looks for a row it can't see yet.
+
+    It never fails its caller: what was committed stays committed, and with the broker out of reach (Redis
+    restarting) the request still answers with it — an error would make the app try again and do the work twice.
+    Every task's work is a row in PostgreSQL that a sweep finds and queues again: a run still queued
+    (`runs.sweep`, after KAGENT_RUN_RESEND_SECONDS), an event not dispatched and a delivery due (`hooks.sweep`), an
+    API knowledge source due (`agents.knowledge_refresh_due`), a check run that stopped (`checks.sweep`)."""
+    transaction.on_commit(lambda: _send_or_log(name, args, countdown))
+
+
+def _send_or_log(name: str, args: tuple[str, ...], countdown: float | None) -> None:
+    try:
+        send(name, *args, countdown=countdown)
+    except Exception:
+        logger.warning("%s %s: the broker is out of reach; its sweep will queue it again", name, args, exc_info=True)
+
+
 def send(name: str, *args: str, countdown: float | None = None) -> None:
     """Queues task `name` with `args` (ids) on the default queue, `countdown` seconds from now: the one way the
     product sends a task. The message is Celery's own (headers and body from `app.amqp.as_task_v2`, as `send_task`
     makes them; the envelope kombu's Redis transport puts around them), put on the queue in one LPUSH without
     kombu's producer, whose pool, routing, entity declaration and retry wrapper cost three times the message itself
-    on every run (bench/runs_bench.py). Raises what Redis raises: the callers decide (see runs/queue.py)."""
+    on every run (bench/runs_bench.py). Raises what Redis raises: the product calls it through `enqueue`."""
     time_limit, soft_time_limit = _task_limits(name)
     queue = app.conf.task_default_queue
     argsrepr = repr(args)  # given, so Celery needn't build it with its safe repr

@@ -121,7 +121,7 @@ def record_status(run_id: str, status: str) -> None:
     rows = execute(_STATUS_WITH_WEBHOOK_SQL, params)
     notify(run_id)
     if rows:
-        outbox.dispatch_on_commit(rows[0][0])
+        outbox.dispatch(rows[0][0])
 
 
 def _data_now(run_id: str, status: str) -> dict[str, Any] | None:

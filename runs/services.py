@@ -30,7 +30,7 @@ from runs.engine import client_output_shown
 from runs.identity import EndUserClaim, Identity, identity_resolve
 from runs.models import Message as ChatMessage
 from runs.models import Run, RunEvent, RunStep, Segment, Session, SessionEvent, ToolCall
-from runs.queue import enqueue_run, runs_waiting, send_run
+from runs.queue import enqueue_run, runs_waiting
 from runs.selectors import session_get
 from tools.models import HttpTool
 from tools.selectors import mcp_granted
@@ -720,7 +720,7 @@ def _resend_lost_messages(now: datetime) -> int:
     for run_id, queued_at in stale:
         lost = queued_at < resend_before or (waiting is not None and run_id not in waiting)
         if lost and Run.objects.filter(pk=run_id, status=Run.Status.QUEUED, queued_at=queued_at).update(queued_at=now):
-            send_run(run_id)
+            enqueue_run(run_id)
             resent += 1
     return resent
 
@@ -742,7 +742,7 @@ def run_sweep() -> dict[str, int]:
             lease_expires_at=None,
         ):
             logger.warning("run %s: lease expired (worker lost); re-queued", run_id)
-            send_run(run_id)
+            enqueue_run(run_id)
             counts["requeued"] += 1
     counts["resent"] = _resend_lost_messages(now)
     for run in Run.objects.filter(status=Run.Status.REQUIRES_ACTION, expires_at__lte=now)[:500]:

@@ -609,7 +609,7 @@ def complete(
         run_events.notify_if_followed(run.pk, followed)
         for event in (webhook_event, message_webhook_event):
             if event is not None:
-                outbox.dispatch_on_commit(event)
+                outbox.dispatch(event)
         if session_id is not None:
             session_events.notify(session_id)
         return Fence.WRITTEN

@@ -24,4 +24,3 @@ def execute_run(run_id: str) -> None:
 @shared_task(name="runs.sweep", max_retries=0, time_limit=120, ignore_result=True)
 def sweep() -> dict[str, int]:
     return services.run_sweep()
-

@@ -52,14 +52,14 @@ def test_the_message_is_what_send_task_sends(celery_queue, registered, monkeypat
     run_id = "run_01jh2m4c6kx8t3v5n7q9s1w3y5"
     app.send_task(queue.EXECUTE_TASK, args=(run_id,), argsrepr=f"('{run_id}',)", kwargsrepr="{}")
     sent_by_celery = popped(celery_queue)
-    queue.send_run(run_id)
+    broker.send(queue.EXECUTE_TASK, run_id)
     sent = popped(celery_queue)
     assert sent["properties"]["delivery_info"]["routing_key"] == celery_queue
     assert sent["headers"]["timelimit"] == ([900, 870] if registered else [None, None])
     assert without_ids(sent) == without_ids(sent_by_celery)
     # And two messages never share an id (a worker's ack names the delivery tag).
-    queue.send_run(run_id)
-    queue.send_run(run_id)
+    broker.send(queue.EXECUTE_TASK, run_id)
+    broker.send(queue.EXECUTE_TASK, run_id)
     first, second = popped(celery_queue), popped(celery_queue)
     assert first["headers"]["id"] != second["headers"]["id"]
     assert first["properties"]["delivery_tag"] != second["properties"]["delivery_tag"]
@@ -86,7 +86,7 @@ def test_a_task_sent_by_a_task_carries_its_lineage_as_send_task_does(celery_queu
     monkeypatch.setattr(type(app), "current_worker_task", property(lambda self: parent))
     app.send_task(queue.EXECUTE_TASK, args=("run_a",), argsrepr="('run_a',)", kwargsrepr="{}")
     by_celery = popped(celery_queue)
-    queue.send_run("run_a")
+    broker.send(queue.EXECUTE_TASK, "run_a")
     sent = popped(celery_queue)
     assert sent["headers"]["parent_id"] == by_celery["headers"]["parent_id"] == "parent-task"
     assert sent["headers"]["root_id"] == by_celery["headers"]["root_id"] == "root-task"
@@ -99,13 +99,13 @@ def test_a_task_with_options_the_message_lacks_is_refused_before_anything_is_sen
     task = app._tasks[queue.EXECUTE_TASK]
     monkeypatch.setattr(task, "_exec_options", {**task._get_exec_options(), "priority": 5})
     with pytest.raises(ValueError, match="priority"):
-        queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y5")
+        broker.send(queue.EXECUTE_TASK, "run_01jh2m4c6kx8t3v5n7q9s1w3y5")
     assert redis.Redis.from_url(settings.REDIS_URL).llen(celery_queue) == 0
 
 
 def test_the_runs_waiting_on_the_queue_are_read_from_every_priority_list(celery_queue):
     assert queue.runs_waiting() == set()
-    queue.send_run("run_a")
+    broker.send(queue.EXECUTE_TASK, "run_a")
     app.send_task(queue.EXECUTE_TASK, args=("run_b",), priority=6)  # kombu's list of priority 6
     broker.send("hooks.deliver", "run_c")  # another task: names no run
     assert queue.runs_waiting() == {"run_a", "run_b"}
@@ -118,7 +118,7 @@ def test_the_runs_waiting_on_the_queue_are_read_from_every_priority_list(celery_
 
 
 def test_a_queue_out_of_reach_is_none(celery_queue, monkeypatch, tmp_path):
-    queue.send_run("run_a")
+    broker.send(queue.EXECUTE_TASK, "run_a")
     gone = redis.Redis.from_url(f"unix://{tmp_path}/no-redis.sock", socket_connect_timeout=1)
     monkeypatch.setattr(broker, "_client", lambda url: gone)
     assert queue.runs_waiting() is None  # the sweeper can't tell: it keeps to KAGENT_RUN_RESEND_SECONDS
@@ -129,7 +129,7 @@ def test_a_run_message_a_worker_holds_has_no_copy_in_redis_and_goes_back_from_me
     per task). A run's message is held in memory only — the sweeper recovers a run whose worker died — and still
     goes back to the queue when the task asks it (a child process lost) or the worker stops holding it."""
     client = redis.Redis.from_url(settings.REDIS_URL)
-    queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y5")
+    broker.send(queue.EXECUTE_TASK, "run_01jh2m4c6kx8t3v5n7q9s1w3y5")
     broker.send("runs.sweep")  # a task that isn't swept: kombu's copy as usual
     with app.connection_for_read() as connection:
         channel = connection.channel()
@@ -146,13 +146,13 @@ def test_a_run_message_a_worker_holds_has_no_copy_in_redis_and_goes_back_from_me
             assert back["headers"]["task"] == "runs.execute" and back["headers"]["redelivered"] is True
             assert json.loads(base64.b64decode(back["body"]))[0] == ["run_01jh2m4c6kx8t3v5n7q9s1w3y5"]
 
-            queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y6")
+            broker.send(queue.EXECUTE_TASK, "run_01jh2m4c6kx8t3v5n7q9s1w3y6")
             held = channel.basic_get(celery_queue)
             assert held.delivery_tag.encode() not in client.hkeys(channel.unacked_key)
             channel.qos.restore_unacked()  # the worker stops
             assert json.loads(base64.b64decode(popped(celery_queue)["body"]))[0] == ["run_01jh2m4c6kx8t3v5n7q9s1w3y6"]
 
-            queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y7")
+            broker.send(queue.EXECUTE_TASK, "run_01jh2m4c6kx8t3v5n7q9s1w3y7")
             done = channel.basic_get(celery_queue)
             channel.basic_ack(done.delivery_tag)
             channel.qos.restore_unacked()
@@ -165,8 +165,8 @@ def test_a_run_message_still_held_when_the_worker_closes_its_channel_goes_back_t
     """A worker's shutdown (warm or cold) closes its channel, and kombu restores what it still holds
     (`restore_unacked_once`, after flushing what was acknowledged): a held run's message from memory, once; an
     acknowledged one not at all."""
-    queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y8")
-    queue.send_run("run_01jh2m4c6kx8t3v5n7q9s1w3y9")
+    broker.send(queue.EXECUTE_TASK, "run_01jh2m4c6kx8t3v5n7q9s1w3y8")
+    broker.send(queue.EXECUTE_TASK, "run_01jh2m4c6kx8t3v5n7q9s1w3y9")
     with app.connection_for_read() as connection:
         channel = connection.channel()
         held, done = channel.basic_get(celery_queue), channel.basic_get(celery_queue)
@@ -177,3 +177,36 @@ def test_a_run_message_still_held_when_the_worker_closes_its_channel_goes_back_t
     assert back["headers"]["redelivered"] is True and back["properties"]["delivery_tag"] == held.delivery_tag
     assert json.loads(base64.b64decode(back["body"]))[0] == ["run_01jh2m4c6kx8t3v5n7q9s1w3y8"]
     assert redis.Redis.from_url(settings.REDIS_URL).llen(celery_queue) == 0
+
+
+def queued_length(queue_name: str) -> int:
+    return int(redis.Redis.from_url(settings.REDIS_URL).llen(queue_name))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_sends_once_the_transaction_commits_and_nothing_if_it_rolls_back(celery_queue):
+    from django.db import transaction
+
+    with transaction.atomic():
+        broker.enqueue("hooks.deliver", "whd_committed")
+        assert queued_length(celery_queue) == 0  # a worker would look for a row it can't see yet
+    assert popped(celery_queue)["headers"]["argsrepr"] == "('whd_committed',)"
+    with pytest.raises(RuntimeError), transaction.atomic():
+        broker.enqueue("hooks.deliver", "whd_rolled_back")
+        raise RuntimeError("the request failed")
+    assert queued_length(celery_queue) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("task", "what"),
+    [("hooks.dispatch", "an event's dispatch"), ("agents.knowledge_fetch", "a fetch"), ("runs.execute", "a run")],
+)
+def test_enqueue_with_the_broker_out_of_reach_fails_nobody_and_says_the_sweep_has_it(monkeypatch, caplog, task, what):
+    # Whatever the task, the same: the work is committed, the caller answers, the log says who sends it again.
+    def down(name: str, *args: str, **options: Any) -> None:
+        raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6390. Connection refused.")
+
+    monkeypatch.setattr(broker, "send", down)
+    broker.enqueue(task, "obj_1")
+    assert f"{task} ('obj_1',): the broker is out of reach; its sweep will queue it again" in caplog.text, what

@@ -8,8 +8,8 @@ from django.db import OperationalError
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import ConnectionError as RedisDown
 
-from kagent import throttle
-from runs import queue, streams
+from kagent import broker, throttle
+from runs import streams
 from runs.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -22,10 +22,10 @@ def test_a_run_whose_message_cannot_reach_the_broker_is_answered_as_created(alic
     agent = api.post("/v1/agents", {"name": "a"}, format="json").json()["id"]
     assert api.post(f"/v1/agents/{agent}/publish", {}, format="json").status_code == 201
 
-    def broker_down(run_id):
+    def broker_down(name, *args, **options):
         raise BrokerError("Error 111 connecting to 127.0.0.1:6390. Connection refused.")
 
-    monkeypatch.setattr(queue, "send_run", broker_down)
+    monkeypatch.setattr(broker, "send", broker_down)
     response = api.post("/v1/runs", {"agent": agent, "input": "hi"}, format="json")
     assert response.status_code == 201, response.content
     assert Run.objects.get(pk=response.json()["id"]).status == "queued"

@@ -374,21 +374,26 @@ def test_sweeper_resends_a_lost_queue_message_and_purges_unread_private_runs(h, 
     assert Run.objects.get(pk=private["id"]).input == ""
 
 
-def test_sweeper_resends_within_a_minute_a_message_no_longer_on_the_queue(h, celery_queue, settings):
+def test_sweeper_resends_within_a_minute_a_message_no_longer_on_the_queue(h, celery_queue, settings, django_capture_on_commit_callbacks):
     """A worker that takes a run's message and is SIGKILLed before its claim leaves the run queued with no message
     anywhere a live worker looks (Redis keeps it among the dead worker's unacked ones for an hour): the sweeper sends
     it again once it has waited KAGENT_RUN_RESEND_MISSING_SECONDS, not the five minutes of a run still in a backlog."""
+    from kagent import broker
     from runs import queue
 
     settings.KAGENT_RUN_RESEND_SECONDS, settings.KAGENT_RUN_RESEND_MISSING_SECONDS = 300, 30
     agent = h.agent("sweep-taken", [text("ok")])
     in_backlog, taken = h.start(agent)["id"], h.start(agent)["id"]
-    queue.send_run(in_backlog)  # still waiting for a worker (the taken one's message is gone with its worker)
+    # Still waiting for a worker (the taken one's message is gone with its worker).
+    broker.send(queue.EXECUTE_TASK, in_backlog)
     assert queue.runs_waiting() == {in_backlog}
     Run.objects.filter(pk__in=[in_backlog, taken]).update(queued_at=timezone.now() - datetime.timedelta(seconds=20))
     assert run_sweep()["resent"] == 0  # not yet: a worker may be just about to claim it
     Run.objects.filter(pk__in=[in_backlog, taken]).update(queued_at=timezone.now() - datetime.timedelta(seconds=40))
-    assert run_sweep()["resent"] == 1
+    # The sweeper's resend goes out once its claim commits (at once in a worker, outside a transaction; here, where
+    # the test holds one, when the callbacks run).
+    with django_capture_on_commit_callbacks(execute=True):
+        assert run_sweep()["resent"] == 1
     assert queue.runs_waiting() == {in_backlog, taken}
     assert Run.objects.get(pk=taken).queued_at > timezone.now() - datetime.timedelta(seconds=5)
     assert Run.objects.get(pk=in_backlog).queued_at < timezone.now() - datetime.timedelta(seconds=39)
