@@ -26,13 +26,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import DatabaseError, connection, transaction
 from django.db.models import JSONField
-from django.utils import timezone
 
 from agents.models import Agent, AgentVersion
 from hooks import outbox
-from kagent.egress import EgressRecord
+from kagent.egress import EgressRecord, record_in_log
 from kagent.ids import new_id
 from kagent.sql import execute
 from runs import run_events, session_events, transitions, webhook_events
@@ -423,21 +421,6 @@ def mark_running(call: ToolCall, *, run_id: str, held_by: int, now: datetime, le
     return _fence_missed(run_id, held_by)
 
 
-_EGRESS_COLUMNS = (
-    "project_id",
-    "purpose",
-    "method",
-    "host",
-    "port",
-    "path",
-    "resolved_address",
-    "decision",
-    "code",
-    "status",
-    "bytes_received",
-    "duration_ms",
-    "created_at",
-)
 # The run's row is read with a lock (FOR SHARE) before the call's row is updated: the result's event and a
 # follower's `followed_until` are then ordered like those of the writes that update the run's row (runs/run_events.py),
 # and the locks are taken in the order every other writer takes them (the run's row, then its calls': a worker that
@@ -457,42 +440,11 @@ _RESULT_SQL = f"""
 WITH {_RESULT_UPDATE}, event AS ({run_events.insert_sql("updated", type_param="event", ref_param="call")})
 {_RESULT_WRITTEN}
 """
-_ATTEMPT_SQL = f"""
-INSERT INTO kagent_egressevent ({", ".join(_EGRESS_COLUMNS)})
-VALUES ({", ".join(f"%({name})s" for name in _EGRESS_COLUMNS)})
-"""
-
-
-def _egress_values(record: EgressRecord, now: datetime) -> dict[str, Any]:
-    return {
-        "project_id": record.project_id,
-        "purpose": record.purpose[:30],
-        "method": record.method[:10],
-        "host": record.host[:255],
-        "port": record.port,
-        "path": record.path[:500],
-        "resolved_address": record.resolved_address[:64],
-        "decision": record.decision,
-        "code": record.code[:40],
-        "status": record.status,
-        "bytes_received": record.bytes_received,
-        "duration_ms": record.duration_ms,
-        "created_at": now,
-    }
 
 
 def record_attempt(record: EgressRecord) -> None:
-    """An HTTP tool call's attempt in the egress log, written as soon as the exchange is over (one prepared
-    statement): a worker that dies before the call's result is written loses no attempt from the log. A failure to
-    write it is logged, never raised into the call (whose result is written next)."""
-    try:
-        if connection.in_atomic_block:  # a savepoint, so a failed insert can't poison the caller's transaction
-            with transaction.atomic():
-                execute(_ATTEMPT_SQL, _egress_values(record, timezone.now()))
-        else:
-            execute(_ATTEMPT_SQL, _egress_values(record, timezone.now()))
-    except DatabaseError:
-        logger.exception("could not record an egress attempt for %s", record.host)
+    """An HTTP or MCP tool call's attempt in the egress log (kagent.egress.log, its one writer)."""
+    record_in_log(record)
 
 
 def record_result(call: ToolCall, *, now: datetime) -> None:

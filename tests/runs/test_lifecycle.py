@@ -374,7 +374,9 @@ def test_sweeper_resends_a_lost_queue_message_and_purges_unread_private_runs(h, 
     assert Run.objects.get(pk=private["id"]).input == ""
 
 
-def test_sweeper_resends_within_a_minute_a_message_no_longer_on_the_queue(h, celery_queue, settings, django_capture_on_commit_callbacks):
+def test_sweeper_resends_within_a_minute_a_message_no_longer_on_the_queue(
+    h, celery_queue, settings, django_capture_on_commit_callbacks
+):
     """A worker that takes a run's message and is SIGKILLed before its claim leaves the run queued with no message
     anywhere a live worker looks (Redis keeps it among the dead worker's unacked ones for an hour): the sweeper sends
     it again once it has waited KAGENT_RUN_RESEND_MISSING_SECONDS, not the five minutes of a run still in a backlog."""
