@@ -595,6 +595,8 @@ class Engine:
         signing_secrets = signing_secrets_for_calls(self.run.project_id, SigningSecret.Purpose.TOOL_SIGNING)
         project_id = self.run.project_id
         arguments = call.arguments if isinstance(call.arguments, dict) else {}
+        end_user = self.run.end_user
+        identity = EndUserIdentity(end_user.external_id, end_user.traits) if end_user else None
         with KEEPER.kept(self.run.pk, held_by=self.claim):
             if spec.kind == ToolKind.MCP:
                 outcome = mcp_tool_call(
@@ -606,15 +608,15 @@ class Engine:
                     signing_secrets=signing_secrets,
                     record=store.record_attempt,  # each request of its session as soon as it is over
                     before_send=release_connection,  # the secrets it read are in the headers: no connection held
+                    end_user=identity,  # from the credential, inside the signed body
                 )
             else:
-                end_user = self.run.end_user
                 outcome = http_tool_call(
                     project_id=project_id,
                     tool=spec.definition,
                     arguments=arguments,
                     call_id=call.pk,
-                    end_user=EndUserIdentity(end_user.external_id, end_user.traits) if end_user else None,
+                    end_user=identity,
                     variables=self.run.config.get("variables") or {},
                     secret_lookup=lambda name: secret_resolve(project_id=project_id, name=name),
                     signing_secrets=signing_secrets,

@@ -20,7 +20,7 @@ from kagent.masking import mask_secrets, mask_secrets_in_json
 from tools import mcp_client
 from tools.http_call import BODY_EXCERPT_CHARS, HttpCallOutcome, masked_result, template_failure
 from tools.shaping import clean_text, shape_failure, shape_mcp_result
-from tools.templating import SecretLookup, TemplateError, render_request
+from tools.templating import EndUserIdentity, SecretLookup, TemplateError, render_request
 from tools.validation import split_url
 
 # What the model is told for each way a call can fail: the three neutral codes of an HTTP tool (seed, "What the
@@ -83,10 +83,12 @@ def mcp_tool_call(
     clock: Callable[[], float] = time.time,
     record: Recorder | None = None,
     before_send: Callable[[], None] | None = None,
+    end_user: EndUserIdentity | None = None,
 ) -> HttpCallOutcome:
     """One MCP tool call of the definition `tool` (as published: `name`, `server`, `tool`, `url`, `headers`). Never
     raises for anything the tenant, the model or the server can cause. `before_send` is called once, before the
-    first request of the call's session is sent (the run engine gives its database connection back there)."""
+    first request of the call's session is sent (the run engine gives its database connection back there).
+    `end_user`: the run's verified end user, sent to the server by the platform (never an argument of the model)."""
     started = time.monotonic()
     try:
         parts = split_url(str(tool.get("url", "")))
@@ -135,6 +137,9 @@ def mcp_tool_call(
             clock=clock,
             record=record,
             before_send=before_send,
+            end_user=None
+            if end_user is None
+            else {"external_id": end_user.external_id, "traits": dict(end_user.traits)},
         )
     except mcp_client.McpError as exc:
         step.update(error_code=exc.code, error_message=exc.message, status=exc.status)

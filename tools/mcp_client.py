@@ -469,6 +469,10 @@ def list_tools(
         session.close()
 
 
+# Where a tools/call carries the verified end user (params._meta, the MCP way to add what the arguments aren't).
+END_USER_META = "k-agent/end_user"
+
+
 def call_tool(
     *,
     server: McpServer,
@@ -482,10 +486,13 @@ def call_tool(
     record: Recorder | None = None,
     timeout_ms: int = TIMEOUT_MS,
     before_send: Callable[[], None] | None = None,
+    end_user: Mapping[str, Any] | None = None,
 ) -> McpCallResult:
     """Call the tool `name` with `arguments` (already checked against its schema by the policy). Raises McpError.
     `call_id`: the tool call's id, stable across retries, the `webhook-id` of the `tools/call` request;
-    `before_send`: called once, before the session's first request is sent."""
+    `before_send`: called once, before the session's first request is sent; `end_user`: the verified end user
+    (`{"external_id", "traits"}`, from the credential), sent as `params._meta["k-agent/end_user"]` inside the
+    signed body, so the server knows whom the call is for without trusting the model (absent: nobody verified)."""
     session = _Session(
         server=server,
         project_id=project_id,
@@ -499,7 +506,10 @@ def call_tool(
     )
     try:
         session.open()
-        result = session.request("tools/call", {"name": name, "arguments": dict(arguments)}, suffix="", is_call=True)
+        params: dict[str, Any] = {"name": name, "arguments": dict(arguments)}
+        if end_user is not None:
+            params["_meta"] = {END_USER_META: dict(end_user)}
+        result = session.request("tools/call", params, suffix="", is_call=True)
     finally:
         session.close()
     content, structured, is_error = result.get("content", []), result.get("structuredContent"), result.get("isError")

@@ -9,6 +9,7 @@ from django.db.models import QuerySet
 from kagent.errors import NotFound
 from kagent.models import Project
 from tools.models import HttpTool, McpServer
+from tools.validation import identity_parameters, mcp_tool_problem
 
 
 def http_tool_list(*, project: Project) -> QuerySet[HttpTool]:
@@ -34,7 +35,7 @@ def mcp_server_get(*, project: Project, server_id: str) -> McpServer:
 
 
 class McpGrantProblem(NamedTuple):
-    code: str  # unknown_tool | tool_not_grantable
+    code: str  # unknown_tool | tool_not_grantable | identity_as_parameter
     at: int  # the grant's index in `tools.mcp`
     message: str
 
@@ -46,14 +47,15 @@ class McpGrantProblem(NamedTuple):
 @dataclass(frozen=True)
 class McpGrants:
     """The definitions of the MCP tools a config grants (`<server>__<tool>` -> definition), and what stands in the
-    way of the rest: a problem for a server that isn't there, a tool its listing doesn't have,
-    or one it lists as not grantable."""
+    way of the rest: a problem for a server that isn't there, a tool its listing doesn't have, one it lists as not
+    grantable (or that isn't by today's rules: a listing from before them), or one granted as needing a verified
+    user whose arguments would carry identity from the model."""
 
     definitions: dict[str, dict[str, Any]]
     problems: list[McpGrantProblem]
 
     def not_grantable(self) -> list[McpGrantProblem]:
-        return [problem for problem in self.problems if problem.code == "tool_not_grantable"]
+        return [problem for problem in self.problems if problem.code != "unknown_tool"]
 
 
 def mcp_servers_named(*, project_id: str, names: Iterable[str]) -> dict[str, McpServer]:
@@ -79,9 +81,15 @@ def mcp_granted(
         elif listed is None:
             message = f"the MCP server {server.name} doesn't list a tool named {grant['tool']}"
             problems.append(McpGrantProblem("unknown_tool", index, message))
-        elif not listed.get("grantable"):
-            message = f"{grant['tool']} can't be granted: {listed.get('reason')}"
+        elif not listed.get("grantable") or (reason := mcp_tool_problem(server=server.name, tool=listed)):
+            message = f"{grant['tool']} can't be granted: {listed.get('reason') or reason}"
             problems.append(McpGrantProblem("tool_not_grantable", index, message))
+        elif grant.get("requires_verified_user") and (named := identity_parameters(listed["input_schema"])):
+            message = (
+                f"{named[0]} looks like identity. On a tool that needs a verified user, identity comes from the "
+                'credential (sent to the server as params._meta["k-agent/end_user"]), never from the model'
+            )
+            problems.append(McpGrantProblem("identity_as_parameter", index, message))
         else:
             definition = server.definition(listed)
             definitions[definition["name"]] = definition

@@ -19,7 +19,7 @@ from typing import Any
 from tools import builtins
 from tools.builtins import Effect
 from tools.shaping import clean_text
-from tools.validation import mcp_tool_name
+from tools.validation import closed_schema, mcp_tool_name
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 
@@ -193,7 +193,9 @@ def _mcp_specs(tools_config: dict[str, Any], mcp_tools: dict[str, dict[str, Any]
                     description or f"{definition['tool']} (a tool of the {definition['server']} system)",
                     grant.get("rules"),
                 ),
-                parameters=definition["input_schema"],
+                # Every object closed: the model can't add an argument the schema doesn't name (an `admin`, a
+                # `customer_id`), and the policy checks the arguments against this schema.
+                parameters=closed_schema(definition["input_schema"]),
                 requires_verified_user=bool(grant.get("requires_verified_user")),
                 definition=definition,
                 approval=_asks(grant, effect),

@@ -573,4 +573,84 @@ def mcp_tool_problem(*, server: str, tool: Mapping[str, Any]) -> str | None:
     problem = tenant_schema_problem(schema, at="$.input_schema")
     if problem is not None:
         return f"The input schema is outside the bounds for tenant schemas: {problem.text}."
+    open_at = open_object(schema, "$.input_schema")
+    if open_at is not None:
+        return (
+            f"The input schema lets the model add arguments it doesn't name ({open_at}): tool arguments are strict, "
+            "every object closed."
+        )
     return None
+
+
+# The keywords under which a JSON Schema holds other schemas: one schema, a list of them, or a name -> schema map.
+_ONE_SCHEMA = ("items", "not", "if", "then", "else", "contains", "additionalItems")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems", "items")
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "dependentSchemas")
+
+
+def _subschemas(schema: Mapping[str, Any], path: str) -> list[tuple[Any, str]]:
+    found: list[tuple[Any, str]] = []
+    for key in _ONE_SCHEMA:
+        if isinstance(schema.get(key), Mapping):
+            found.append((schema[key], f"{path}.{key}"))
+    for key in _SCHEMA_LISTS:
+        if isinstance(schema.get(key), list):
+            found.extend((item, f"{path}.{key}[{index}]") for index, item in enumerate(schema[key]))
+    for key in _SCHEMA_MAPS:
+        if isinstance(schema.get(key), Mapping):
+            found.extend((item, f"{path}.{key}.{name}") for name, item in schema[key].items())
+    return [(item, where) for item, where in found if isinstance(item, Mapping)]
+
+
+def _is_object_schema(schema: Mapping[str, Any]) -> bool:
+    kind = schema.get("type")
+    return kind == "object" or (isinstance(kind, list) and "object" in kind) or "properties" in schema
+
+
+def open_object(schema: Mapping[str, Any], path: str = "$") -> str | None:
+    """Where `schema` lets an object hold members it doesn't name (`additionalProperties` true or a schema,
+    `patternProperties`, `unevaluatedProperties` true or a schema), or None: every object can be closed. Bounded by
+    the tenant schema bounds checked before it (depth and size)."""
+    for key in ("additionalProperties", "unevaluatedProperties"):
+        if key in schema and schema[key] is not False:
+            return f"{path}.{key}"
+    if "patternProperties" in schema:
+        return f"{path}.patternProperties"
+    for item, where in _subschemas(schema, path):
+        found = open_object(item, where)
+        if found is not None:
+            return found
+    return None
+
+
+def closed_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """`schema` with `additionalProperties: false` on every object schema that doesn't say, at every level: what
+    the model is shown of an MCP tool and what its arguments are checked against (a listing that leaves an object
+    open is not grantable: `open_object`)."""
+    out = dict(schema)
+    for key in _ONE_SCHEMA:
+        if isinstance(out.get(key), Mapping):
+            out[key] = closed_schema(out[key])
+    for key in _SCHEMA_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [closed_schema(item) if isinstance(item, Mapping) else item for item in out[key]]
+    for key in _SCHEMA_MAPS:
+        if isinstance(out.get(key), Mapping):
+            out[key] = {
+                name: closed_schema(item) if isinstance(item, Mapping) else item for name, item in out[key].items()
+            }
+    if _is_object_schema(out) and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out
+
+
+def identity_parameters(schema: Mapping[str, Any], path: str = "$.input_schema") -> list[str]:
+    """The paths of the members of `schema`'s objects, at any level, whose names look like identity (an email, a
+    phone, a customer id…): on a tool that needs a verified user the model must not fill them."""
+    found: list[str] = []
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        found.extend(f"{path}.properties.{name}" for name in properties if _is_identity_name(str(name)))
+    for item, where in _subschemas(schema, path):
+        found.extend(identity_parameters(item, where))
+    return found

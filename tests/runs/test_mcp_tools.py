@@ -73,7 +73,8 @@ def test_a_granted_mcp_tool_is_called_through_the_policy_signed_and_shown_as_dat
     assert "Only their own." in offered["shop__order_status"]["description"]
 
     [sent] = tool_calls(upstream)
-    assert sent["params"] == {"name": "order_status", "arguments": {"order": "8812"}}  # digits read as ASCII
+    assert sent["params"]["name"] == "order_status"
+    assert sent["params"]["arguments"] == {"order": "8812"}  # digits read as ASCII
     [call] = h.tool_steps(run["id"])
     assert call["kind"] == "mcp" and call["effect"] == "read" and call["policy"]["decision"] == "allowed"
     # Every request of the call's session is signed; the tools/call under the call's own id.
