@@ -1,24 +1,27 @@
-"""`/v1/agents/{id}/checks…`, `/v1/agents/{id}/check_runs/{id}` and publishing (which runs the checks first): one
-API class per operation; each parses its body, calls one service or selector, renders."""
+"""`/v1/agents/{id}/checks…`, `/v1/agents/{id}/check_runs/{id}`, publishing (which runs the checks first) and a
+version's figures: one API class per operation; each parses its body, calls one service or selector, renders."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents import selectors
 from agents import services as agent_services
-from agents.resources import CHECK, CHECK_RUN, VERSION
+from agents.resources import CHECK, CHECK_RUN, METRICS, VERSION
 from checks import services
-from kagent.api import ProjectApi, paginate
+from kagent.api import ProjectApi, paginate, param_time
 from kagent.errors import Unprocessable
 from kagent.inputs import Input, is_set
 from kagent.openapi import list_of
+from runs import selectors as run_selectors
 
 
 @dataclass(frozen=True)
@@ -246,3 +249,21 @@ class AgentCheckRunDetailApi(ProjectApi):
     def get(self, request: Request, agent_id: str, check_run_id: str) -> Response:
         agent = selectors.agent_get(project=self.project, agent_id=agent_id)
         return Response(CHECK_RUN.render(selectors.check_run_get(agent=agent, check_run_id=check_run_id)))
+
+
+# --- a published version's figures (`/v1/agents/{id}/versions/{n}/metrics`), read from its runs ------------------
+
+
+class AgentVersionMetricsApi(ProjectApi):
+    @extend_schema(
+        operation_id="agents_versions_metrics",
+        parameters=[OpenApiParameter("since", str, description="Unix seconds or an ISO date; default 7 days ago")],
+        responses={200: METRICS.ref},
+    )
+    def get(self, request: Request, agent_id: str, number: int) -> Response:
+        agent = selectors.agent_get(project=self.project, agent_id=agent_id)
+        version = selectors.version_get(agent=agent, number=number)
+        since = param_time(request.query_params, "since") or timezone.now() - timedelta(
+            days=run_selectors.METRICS_DEFAULT_DAYS
+        )
+        return Response(METRICS.render(run_selectors.version_metrics(agent=agent, version=version, since=since)))

@@ -7,11 +7,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from django.http import HttpRequest, HttpResponseBase
-from django.utils import timezone
 from django.utils.crypto import salted_hmac
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import renderers, status
@@ -21,8 +19,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.mediatypes import media_type_matches
 
-from agents import selectors as agent_selectors
-from agents.resources import METRICS
 from kagent import throttle
 from kagent.api import (
     ProjectApi,
@@ -887,21 +883,3 @@ class SessionListCreateApi(SessionCreateApi):
             **session_filters(request.query_params),
         )
         return Response(paginate(request, sessions, SESSION.render))
-
-
-# --- what a published version did (`/v1/agents/{id}/versions/{n}/metrics`: its runs, read here) ----------------
-
-
-class AgentVersionMetricsApi(ProjectApi):
-    @extend_schema(
-        operation_id="agents_versions_metrics",
-        parameters=[OpenApiParameter("since", str, description="Unix seconds or an ISO date; default 7 days ago")],
-        responses={200: METRICS.ref},
-    )
-    def get(self, request: Request, agent_id: str, number: int) -> Response:
-        agent = agent_selectors.agent_get(project=self.project, agent_id=agent_id)
-        version = agent_selectors.version_get(agent=agent, number=number)
-        since = param_time(request.query_params, "since") or timezone.now() - timedelta(
-            days=selectors.METRICS_DEFAULT_DAYS
-        )
-        return Response(METRICS.render(selectors.version_metrics(agent=agent, version=version, since=since)))

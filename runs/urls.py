@@ -14,5 +14,4 @@ urlpatterns = [
     path("runs/<oid:run_id>/submit_tool_outputs", apis.RunSubmitToolOutputsApi.as_view()),
     path("runs/<oid:run_id>/approve_tool_calls", apis.RunApproveToolCallsApi.as_view()),
     path("runs/<oid:run_id>/cancel", apis.RunCancelApi.as_view()),
-    path("agents/<oid:agent_id>/versions/<int:number>/metrics", apis.AgentVersionMetricsApi.as_view()),
 ]
