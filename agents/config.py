@@ -72,6 +72,12 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
                     "maxLength": 2048,
                     "x-message": "The base URL is an https:// address of at most 2048 characters.",
                 },
+                "text_tool_calls": {
+                    "type": "boolean",
+                    "description": "the model writes its tool calls as text (<tool_call> or <invoke> blocks): "
+                    "recover them (default false: a model with a native tool channel never has its text run)",
+                    "x-message": "text_tool_calls is true or false.",
+                },
                 "api_key_secret": {
                     "type": "string",
                     "pattern": SECRET_NAME_PATTERN,

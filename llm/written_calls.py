@@ -357,3 +357,86 @@ def _not_an_object(content: str) -> str:
     if not content.strip() or (readable and isinstance(value, dict)):
         return UNREADABLE_ARGUMENTS
     return content.strip()
+
+
+def _call_key(name: str, arguments: str) -> tuple[str, str]:
+    """A written call as compared with the inputs: its name and its parsed arguments, canonical (a block quoted
+    with its keys reordered or its spacing changed is the same block)."""
+    parsed, ok = _json(arguments)
+    canonical = json.dumps(parsed, sort_keys=True, ensure_ascii=False) if ok else arguments.strip()
+    return name, canonical
+
+
+def _strings(value: Any, found: list[str], budget: list[int]) -> None:
+    """Every string of a JSON value, and the strings of a string that is JSON itself (a client tool's output is
+    JSON text inside the result's JSON), at most `budget` of them."""
+    if budget[0] <= 0:
+        return
+    if isinstance(value, str):
+        budget[0] -= 1
+        found.append(value)
+        if value[:1] in "{[" and len(value) > 1:
+            parsed, ok = _json(value)
+            if ok:
+                _strings(parsed, found, budget)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, found, budget)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _strings(key, found, budget)
+            _strings(item, found, budget)
+
+
+def _leaves(value: Any) -> list[str]:
+    """The scalar values of parsed arguments, as text."""
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _leaves(item)]
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [] if value is None else [value if isinstance(value, str) else json.dumps(value)]
+
+
+_MARKS: Final = ("<tool_call", "<invoke", "<function_calls", "<parameter")
+
+
+@dataclass(frozen=True)
+class Quoted:
+    """The calls written in the run's inputs (as name and canonical arguments), and the inputs that hold a call
+    block's markup at all (a block cut short, or escaped, still shows its name and values there)."""
+
+    calls: frozenset[tuple[str, str]]
+    marked: tuple[str, ...]
+
+
+def quoted_in(inputs: Sequence[str], *, tools: Sequence[ToolSpec] = ()) -> Quoted:
+    """What of the run's inputs — what the customer or the team wrote, tool results, passages, a client tool's
+    output — reads as a tool call: a block the model writes back from one of them is a quotation, someone else's
+    words, and never runs. A tool result is JSON text: the strings inside it are read too."""
+    found: set[tuple[str, str]] = set()
+    marked: list[str] = []
+    for text in inputs:
+        if "<" not in text:
+            continue
+        texts = [text]
+        parsed, ok = _json(text)
+        if ok and not isinstance(parsed, str):
+            _strings(parsed, texts, [10_000])
+        for piece in texts:
+            lowered = piece.lower()
+            if not any(mark in lowered for mark in _MARKS):
+                continue
+            marked.append(piece)
+            written = recover_written_calls(piece, run_id="", round_number=0, tools=tools)
+            found.update(_call_key(call.name, call.arguments) for call in written.calls)
+    return Quoted(calls=frozenset(found), marked=tuple(marked))
+
+
+def is_quoted(call: ToolCallRequest, quoted: Quoted) -> bool:
+    """Whether the call is one of the inputs': the same block, or an input with call markup that holds its name and
+    every value of its arguments."""
+    if _call_key(call.name, call.arguments) in quoted.calls:
+        return True
+    parsed, ok = _json(call.arguments)
+    values = _leaves(parsed) if ok else [call.arguments]
+    return any(call.name in text and all(value in text for value in values) for text in quoted.marked)

@@ -29,7 +29,7 @@ from kagent.models import SigningSecret
 from kagent.secrets import secret_resolve, signing_secrets_for_calls
 from llm import providers
 from llm.types import Message, ModelError, ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition
-from llm.written_calls import recover_written_calls
+from llm.written_calls import is_quoted, quoted_in, recover_written_calls
 from runs import run_events, store, transitions
 from runs.answer_facts import answer_facts, claims_output
 from runs.approvals import APPROVE_TOOL_CALLS, approval_event, session_approvals
@@ -273,7 +273,7 @@ class Engine:
         written = recover_written_calls(
             response.text, run_id=self.run.pk, round_number=self.run.rounds + 1, tools=self.tool_set
         )
-        recovered = () if request.model.get("provider") in providers.ECHOING else written.calls
+        recovered, quoted = self._written_calls_to_run(request.model, written.calls)
         from_text = bool(recovered) and not response.tool_calls
         response = dataclasses.replace(response, text=written.text, tool_calls=response.tool_calls or recovered)
         usage = self.run.usage or {}
@@ -296,9 +296,47 @@ class Engine:
                 "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls],
                 "usage": {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens},
                 **({"tool_calls_written_as_text": True} if from_text else {}),
+                **({"written_blocks_not_run": written.blocks} if written.found and not recovered else {}),
             },
         )
+        if quoted:
+            self._record_quoted(quoted, after=step)
         return response, step
+
+    def _written_calls_to_run(
+        self, model: dict[str, Any], written: tuple[ToolCallRequest, ...]
+    ) -> tuple[tuple[ToolCallRequest, ...], list[ToolCallRequest]]:
+        """The written calls to run, and the ones refused as quotations. Only a model declared to write its calls
+        as text (`model.text_tool_calls`) has them run, never the demo (it echoes others' words); and never a block
+        whose name and arguments are in an input of the run — the customer's or the team's words, a tool result, a
+        passage, a client tool's output: a call the model only repeats is someone else's."""
+        if not written or not model.get("text_tool_calls") or model.get("provider") in providers.ECHOING:
+            return (), []
+        seen = quoted_in([m.content for m in self.transcript if m.role != "assistant"], tools=self.tool_set)
+        quoted = [call for call in written if is_quoted(call, seen)]
+        return tuple(call for call in written if call not in quoted), quoted
+
+    def _record_quoted(self, quoted: list[ToolCallRequest], *, after: RunStep) -> None:
+        """A `quoted_tool_call` step for each block refused as a quotation (written fenced, with its event)."""
+        steps = [
+            RunStep(
+                run=self.run,
+                kind=RunStep.Kind.QUOTED_TOOL_CALL,
+                round=self.run.rounds + 1,
+                created_at=after.created_at + timedelta(microseconds=index + 1),
+                data={
+                    "name": call.name,
+                    "arguments": call.arguments[:2000],
+                    "reason": "the block is in an input of the run (someone else's words): not run",
+                },
+            )
+            for index, call in enumerate(quoted)
+        ]
+        with transaction.atomic():
+            self.fence()
+            RunStep.objects.bulk_create(steps)
+            for written in steps:
+                run_events.record(self.run.pk, RunEvent.Type.STEP_CREATED, ref=written.pk)
 
     def _start_round(self, response: ModelResponse, step: RunStep) -> None:
         """Records the model's step and the tool calls it asked for, with the transcript, in one write fenced on

@@ -191,6 +191,8 @@ class RunStep(models.Model):
         MODEL_CALL = "model_call"
         TOOL_CALL = "tool_call"
         NOTICE = "notice"
+        # A tool call the model wrote as text that only repeats one in an input of the run: never run.
+        QUOTED_TOOL_CALL = "quoted_tool_call"
 
     id = PrefixedIdField(prefix="step")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")

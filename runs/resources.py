@@ -236,14 +236,14 @@ def _tool_call_detail(call: ToolCall) -> dict[str, Any]:
 _NULLABLE_OBJECT = {"type": ["object", "null"]}
 _STRING_OR_NULL = {"type": ["string", "null"]}
 
-# A run's steps are its model calls and notices (RunStep rows) and its tool calls (ToolCall rows), in the order
-# they happened; each carries its detail under the key named by its kind.
+# A run's steps are its model calls, notices and quoted tool calls (RunStep rows) and its tool calls (ToolCall
+# rows), in the order they happened; each carries its detail under the key named by its kind.
 MODEL_STEP: Resource[RunStep] = Resource(
     "RunModelStep",
     {
         "id": Field(_ID, "pk"),
         "object": Const("run_step"),
-        "kind": Field({"enum": ["model_call", "notice"]}, "kind"),
+        "kind": Field({"enum": ["model_call", "notice", "quoted_tool_call"]}, "kind"),
         "round": Field({"type": "integer"}, "round"),
         "created_at": Timestamp("created_at"),
         "duration_ms": Field({"type": "integer"}, "duration_ms"),
@@ -255,6 +255,11 @@ MODEL_STEP: Resource[RunStep] = Resource(
         "notice": Field(
             {"type": "object", "description": "an answer pushed back to the model by the truthfulness guard"},
             lambda step: step.data if step.kind == RunStep.Kind.NOTICE else OMIT,
+            optional=True,
+        ),
+        "quoted_tool_call": Field(
+            {"type": "object", "description": "a tool call written as text that repeats an input of the run: not run"},
+            lambda step: step.data if step.kind == RunStep.Kind.QUOTED_TOOL_CALL else OMIT,
             optional=True,
         ),
     },

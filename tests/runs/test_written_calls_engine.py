@@ -14,7 +14,7 @@ from fakes.llm import calls, text
 from llm.written_calls import UNREADABLE_CALL_NAME, written_call_id
 from runs.models import Run, ToolCall
 from runs.webhook_events import run_data
-from tests.runs.conftest import VERIFIED
+from tests.runs.conftest import VERIFIED, Harness
 from tests.runs.test_http_tools import setup_tool
 from tests.runs.test_policy_refusals import model_saw, refusals
 from tests.runs.test_run_events import events
@@ -26,6 +26,21 @@ HANDOFF_BLOCK = json.dumps({"name": "transfer_to_human", "arguments": HANDOFF_AR
 ASKING = f"Let me get someone for you.\n<tool_call>{HANDOFF_BLOCK}</tool_call>\n"
 ORDER_BLOCK = '<invoke name="order_status">\n<parameter name="order_number">8812</parameter>\n</invoke>'
 MARKS = ("<tool_call", "</tool_call", "<invoke", "</invoke", "<parameter")
+
+
+@pytest.fixture(autouse=True)
+def models_that_write_their_calls(monkeypatch: Any) -> None:
+    """Every agent here declares that its model writes tool calls as text (`model.text_tool_calls`), unless it names
+    a model of its own: only then are written calls recovered (test_quoted_tool_calls.py: the default)."""
+    original = Harness.agent
+
+    def agent(self: Harness, script: str, turns: list[Any] | None = None, **config: Any) -> str:
+        config.setdefault(
+            "model", {"provider": "openai_compatible", "name": f"script:{script}", "text_tool_calls": True}
+        )
+        return original(self, script, turns, **config)
+
+    monkeypatch.setattr(Harness, "agent", agent)
 
 
 def no_block_in(*shown: Any) -> None:
