@@ -35,9 +35,9 @@ def bindings_made(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMe
     from tools import builtins, selectors
 
     missing = []
-    if not builtins._DESK:
+    if not builtins.DESK.bound:
         missing.append(("the desk's facts", "tools.builtins.bind_desk", "tools.E002"))
-    if not selectors._GRANTS:
+    if not selectors.GRANTS.bound:
         missing.append(("the agents' grants of a tool", "tools.selectors.bind_grants", "tools.E003"))
     return [
         checks.Error(f"{what} are not bound.", hint=f"{how}(...) in the owning app's AppConfig.ready().", id=code)

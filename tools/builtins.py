@@ -41,6 +41,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
+from kagent.bindings import Binding
+
 RULES_HEADING: Final = "This company's rules for this action"
 LOCK_PATH: Final = Path(__file__).with_name("builtins.lock.json")
 # linear: anchored, numbers split by literal dots
@@ -793,19 +795,14 @@ class DeskFacts:
     close_handoffs: Callable[[str], None]
 
 
-_DESK: list[DeskFacts] = []
+DESK: Binding[DeskFacts] = Binding("the desk's facts")
 
 
 def bind_desk(facts: DeskFacts) -> None:
     """Binds the desk's facts (once: binding others is an error, the same again is nothing)."""
-    if _DESK and _DESK[0] is not facts:
-        raise ValueError("the desk's facts are already bound")
-    if not _DESK:
-        _DESK.append(facts)
+    DESK.bind(facts)
 
 
 def desk() -> DeskFacts:
     """The desk's facts, bound when its app is ready."""
-    if not _DESK:
-        raise LookupError("no desk is bound (the desk app binds its facts when it is ready)")
-    return _DESK[0]
+    return DESK.get()

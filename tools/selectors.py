@@ -6,6 +6,7 @@ from typing import Any, NamedTuple
 
 from django.db.models import QuerySet
 
+from kagent.bindings import Binding
 from kagent.errors import NotFound
 from kagent.models import Project
 from tools.models import HttpTool, McpServer
@@ -108,25 +109,16 @@ class Grants:
     mcp_server: Callable[..., list[str]]  # (project=, name=)
 
 
-_GRANTS: list[Grants] = []
+GRANTS: Binding[Grants] = Binding("the agents' grants of a tool")
 
 
 def bind_grants(grants: Grants) -> None:
-    if _GRANTS and _GRANTS[0] is not grants:
-        raise ValueError("the grants are already bound")
-    if not _GRANTS:
-        _GRANTS.append(grants)
+    GRANTS.bind(grants)
 
 
 def agents_granting_tool(*, project: Project, name: str) -> list[str]:
-    return _bound().http_tool(project=project, name=name)
+    return GRANTS.get().http_tool(project=project, name=name)
 
 
 def agents_granting_mcp_server(*, project: Project, name: str) -> list[str]:
-    return _bound().mcp_server(project=project, name=name)
-
-
-def _bound() -> Grants:
-    if not _GRANTS:
-        raise LookupError("no grants are bound (the agents app binds them when it is ready)")
-    return _GRANTS[0]
+    return GRANTS.get().mcp_server(project=project, name=name)

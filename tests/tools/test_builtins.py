@@ -510,10 +510,11 @@ def test_receipts_say_what_the_chat_widget_shows_of_what_a_builtin_made() -> Non
 
 def test_the_desk_answers_the_engine_through_its_bound_facts(monkeypatch) -> None:
     # The engine never imports the desk; without the binding the app refuses to start (manage.py check), not a run.
+    from kagent.bindings import Binding
     from tools.apps import bindings_made
 
     assert builtins.desk().close_handoffs.__module__ == "desk.services"
-    monkeypatch.setattr(builtins, "_DESK", [])
+    monkeypatch.setattr(builtins, "DESK", Binding("the desk's facts"))
     assert [error.id for error in bindings_made()] == ["tools.E002"]
     with pytest.raises(LookupError):
         builtins.desk()
