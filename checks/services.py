@@ -11,19 +11,21 @@ a thread of its own; a check run's result is one entry per check: `{check, name,
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from agents.models import Agent, AgentVersion, Check, CheckRun
 from agents.services import agent_publish
 from kagent import broker
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
+from kagent.models import Project
 from runs import engine
 from runs.identity import EndUserClaim
 from runs.models import Run, Session, ToolCall
@@ -32,6 +34,10 @@ from runs.services import panel_session_create, run_create
 logger = logging.getLogger(__name__)
 
 MAX_CHECKS = 50
+# At most one check run of an agent at a time, and this many of a project (each holds a worker while it runs).
+MAX_RUNNING_PER_PROJECT = 3
+# The customer turns one check run may play, all its checks together: the rest fail with check_budget_exhausted.
+TURN_BUDGET = 200
 EXECUTE_TASK = "runs.check_run_execute"
 RUN_WAIT_S = 900.0  # a check's run another worker took: how long to wait for it
 CHECK_RUN_STALE = timedelta(hours=3)  # longer than any check run can take (the task's time limit is 30 minutes)
@@ -102,16 +108,43 @@ def check_run_start(*, agent: Agent, version: int | None, queue: bool = True) ->
     if version is not None and not AgentVersion.objects.filter(agent=agent, number=version).exists():
         raise NotFound("This agent has no version with that number.")
     has_checks = Check.objects.filter(agent=agent).exists()
-    check_run = CheckRun.objects.create(
-        project_id=agent.project_id,
-        agent=agent,
-        version=version,
-        status=CheckRun.Status.RUNNING if has_checks else CheckRun.Status.PASSED,
-        finished_at=None if has_checks else timezone.now(),
-    )
+    with transaction.atomic():
+        if has_checks:
+            _refuse_if_running(agent)
+        check_run = CheckRun.objects.create(
+            project_id=agent.project_id,
+            agent=agent,
+            version=version,
+            status=CheckRun.Status.RUNNING if has_checks else CheckRun.Status.PASSED,
+            finished_at=None if has_checks else timezone.now(),
+        )
     if has_checks and queue:
         broker.enqueue(EXECUTE_TASK, check_run.pk)
     return check_run
+
+
+def _refuse_if_running(agent: Agent) -> None:
+    """409 `check_run_in_progress` while the agent has a check run running, or the project has
+    MAX_RUNNING_PER_PROJECT. Under the project's row lock: two starts at once can't both pass."""
+    Project.objects.select_for_update().filter(pk=agent.project_id).first()
+    running = CheckRun.objects.filter(
+        project_id=agent.project_id,
+        status=CheckRun.Status.RUNNING,
+        created_at__gte=timezone.now() - CHECK_RUN_STALE,  # one a dead process left is the sweep's, not in the way
+    )
+    mine = running.filter(agent=agent).order_by("created_at").first()
+    if mine is not None:
+        raise Conflict(
+            "check_run_in_progress",
+            f"This agent's checks are running ({mine.pk}); wait for that check run to finish.",
+            details={"check_run": mine.pk},
+        )
+    if running.count() >= MAX_RUNNING_PER_PROJECT:
+        raise Conflict(
+            "check_run_in_progress",
+            f"{MAX_RUNNING_PER_PROJECT} check runs of this project are running; start this one when one finishes.",
+            details={"check_run": running.order_by("created_at").values_list("pk", flat=True).first()},
+        )
 
 
 def check_run_execute(check_run_id: str) -> CheckRun:
@@ -120,13 +153,14 @@ def check_run_execute(check_run_id: str) -> CheckRun:
     if check_run.status != CheckRun.Status.RUNNING:
         return check_run
     checks = list(Check.objects.filter(agent=check_run.agent).order_by("created_at", "pk"))
+    budget = _TurnBudget(TURN_BUDGET)
     concurrency = max(1, int(getattr(settings, "KAGENT_CHECK_CONCURRENCY", 4)))
     try:
         if concurrency == 1 or len(checks) <= 1:
-            results = [_result_of(check_run, check) for check in checks]
+            results = [_result_of(check_run, check, budget) for check in checks]
         else:
             with ThreadPoolExecutor(max_workers=min(concurrency, len(checks)), thread_name_prefix="check") as pool:
-                results = list(pool.map(lambda check: _in_thread(check_run, check), checks))
+                results = list(pool.map(lambda check: _in_thread(check_run, check, budget), checks))
         status = CheckRun.Status.PASSED if all(result["passed"] for result in results) else CheckRun.Status.FAILED
     except Exception:  # never left running: failed, with what is known (the sweep ends one a dead process left)
         logger.exception("check run %s failed", check_run.pk)
@@ -154,15 +188,34 @@ def check_runs_expire(*, older_than: timedelta = CHECK_RUN_STALE) -> int:
     return ended
 
 
-def _in_thread(check_run: CheckRun, check: Check) -> dict[str, Any]:
+class _TurnBudget:
+    """The customer turns a check run has left, shared by its checks' threads."""
+
+    def __init__(self, turns: int) -> None:
+        self.left = turns
+        self._lock = threading.Lock()
+
+    def take(self, turns: int) -> bool:
+        with self._lock:
+            if turns > self.left:
+                return False
+            self.left -= turns
+            return True
+
+
+def _in_thread(check_run: CheckRun, check: Check, budget: _TurnBudget) -> dict[str, Any]:
     close_old_connections()
     try:
-        return _result_of(check_run, check)
+        return _result_of(check_run, check, budget)
     finally:
         connection.close()  # this thread's own connection
 
 
-def _result_of(check_run: CheckRun, check: Check) -> dict[str, Any]:
+def _result_of(check_run: CheckRun, check: Check, budget: _TurnBudget) -> dict[str, Any]:
+    turns = check.input if isinstance(check.input, list) else [check.input]
+    if not budget.take(len(turns)):
+        problem = f"check_budget_exhausted: this check run played its {TURN_BUDGET} customer turns before this check"
+        return {"check": check.pk, "name": check.name, "passed": False, "problems": [problem], "run": None}
     try:
         runs = _converse(check_run, check)
     except Exception as exc:  # a check that can't run fails, and says why; the others go on
@@ -170,7 +223,6 @@ def _result_of(check_run: CheckRun, check: Check) -> dict[str, Any]:
         message = exc.message if isinstance(exc, ApiError) else "it could not run"
         return {"check": check.pk, "name": check.name, "passed": False, "problems": [message], "run": None}
     problems = check_problems(check, runs)
-    turns = check.input if isinstance(check.input, list) else [check.input]
     if len(runs) < len(turns):
         problems.append(f"the conversation was handed to the team after turn {len(runs)} of {len(turns)}")
     return {"check": check.pk, "name": check.name, "passed": not problems, "problems": problems, "run": runs[-1].pk}
