@@ -47,11 +47,14 @@ def _secret_key() -> str:
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is false")
     # Development: one random key per checkout, kept under var/ so sessions survive restarts.
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    VAR_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = VAR_DIR / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+    try:  # created private, never readable by others even for a moment
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(descriptor, "w") as file:
+        file.write(secrets.token_urlsafe(50))
     return path.read_text().strip()
 
 
