@@ -93,7 +93,7 @@ def check_status(answer: HttpAnswer, *, what: str, secrets: Sequence[str], opera
     return data
 
 
-# --- Operator endpoint (trusted, plain httpx) ---------------------------------------------------------------------
+# --- Operator endpoint (trusted configuration: kagent/http1.py, not the hardened client) ------------------------------
 
 # How tenants read the operator's endpoint in their errors: never its URL, its settings or what it said.
 OPERATOR = "the default model service"
