@@ -3,9 +3,10 @@ keep-alive comment every 15 s, and the end after a terminal event or `run.requir
 subscribes, says that it follows the run (`run_events.follow`: the engine wakes only followed runs), then looks.
 A conversation's events (`GET /v1/sessions/{id}/events`) go the same way (`SessionSource`), until the time limit.
 
-Two forms of the same loop: a generator for WSGI servers (`bin/run`'s development server, gunicorn; it holds a
-thread while it streams) and an async generator for the ASGI server (`uvicorn kagent.asgi:application`, which
-serves `/v1/runs/{id}/events` in production without a thread per stream: see docker-compose.yml). Woken by the
+One loop (`_loop`, its steps), driven two ways: a generator for WSGI servers (`bin/run`'s development server,
+gunicorn; it holds a thread while it streams) and an async generator for the ASGI server (`uvicorn
+kagent.asgi:application`, which serves `/v1/runs/{id}/events` in production without a thread per stream: see
+docker-compose.yml). Woken by the
 engine's notifications on Redis pub/sub.
 
 Each API key (a publishable key: each client address) may hold KAGENT_STREAMS_PER_KEY streams open at once (a
@@ -19,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -296,40 +297,79 @@ def _in_a_pool_thread(call: Callable[..., Any]) -> Callable[..., Any]:
     return sync_to_async(run, thread_sensitive=False)
 
 
+# --- the loop, once; a driver for each server ------------------------------------------------------------------
+#
+# `_loop` is the stream's logic as steps, without doing any of them: the WSGI driver (`stream`) does each in its
+# thread, the ASGI one (`astream`) awaits each (the database's in a pool thread, Redis without one).
+
+
+@dataclass(frozen=True)
+class _Step:
+    kind: str  # send (`data`) | fetch | follow (`first`) | wait | refresh | end
+    data: bytes = b""
+    first: bool = False
+
+
+def _loop(max_s: float) -> Generator[_Step, Any, None]:
+    """The steps of one stream; a `fetch` (the events after the last one sent) is answered with `(batch, finished)`
+    through `send`. The first `follow` subscribes to the source's channel before it says so."""
+    started = last_sent = time.monotonic()
+    yield _Step("send", f"retry: {RETRY_MS}\n\n".encode())
+    yield _Step("follow", first=True)
+    followed_at = time.monotonic()
+    while True:
+        batch, finished = yield _Step("fetch")
+        if finished:
+            return
+        for event in batch:
+            yield _Step("send", event.sse())  # resumed once the server wrote it
+            last_sent = time.monotonic()
+            if event.closes:
+                yield _Step("end")
+                return
+        if time.monotonic() - started > max_s:
+            return
+        yield _Step("wait")
+        if time.monotonic() - followed_at >= KEEPALIVE_S:
+            yield _Step("follow", first=False)
+            followed_at = time.monotonic()
+        if time.monotonic() - last_sent >= KEEPALIVE_S:
+            yield _Step("send", b": keep-alive\n\n")
+            yield _Step("refresh")
+            last_sent = time.monotonic()
+
+
 def stream(
     source: Source, *, after: int, slot: StreamSlot, on_end: Callable[[], None] | None = None
 ) -> Iterator[bytes]:
     """The WSGI form (ends after MAX_WSGI_STREAM_S; an EventSource reconnects by itself with Last-Event-ID)."""
-    started = last_sent = followed_at = time.monotonic()
-    subscription = None
+    subscription: Any = None
+    steps = _loop(MAX_WSGI_STREAM_S)
+    answer: Any = None
     try:
-        yield f"retry: {RETRY_MS}\n\n".encode()
-        subscription = redis_client().pubsub(ignore_subscribe_messages=True)
-        subscription.subscribe(source.channel)
-        source.follow(first=True)
-        followed_at = time.monotonic()
         while True:
-            batch, finished = source.next(after)
-            if finished:
+            try:
+                step = steps.send(answer)
+            except StopIteration:
                 return
-            for event in batch:
-                yield event.sse()  # resumed once the server wrote it
-                after, last_sent = event.id, time.monotonic()
-                if event.closes:
-                    if on_end is not None:
-                        on_end()
-                    return
-            if time.monotonic() - started > MAX_WSGI_STREAM_S:
-                return
-            _release_connection()
-            subscription.get_message(timeout=KEEPALIVE_S)
-            if time.monotonic() - followed_at >= KEEPALIVE_S:
-                source.follow(first=False)
-                followed_at = time.monotonic()
-            if time.monotonic() - last_sent >= KEEPALIVE_S:
-                yield b": keep-alive\n\n"
+            answer = None
+            if step.kind == "send":
+                yield step.data
+            elif step.kind == "fetch":
+                answer = source.next(after)
+                after = max([after, *(event.id for event in answer[0])])
+            elif step.kind == "follow":
+                if subscription is None:
+                    subscription = redis_client().pubsub(ignore_subscribe_messages=True)
+                    subscription.subscribe(source.channel)
+                source.follow(first=step.first)
+            elif step.kind == "wait":
+                _release_connection()
+                subscription.get_message(timeout=KEEPALIVE_S)
+            elif step.kind == "refresh":
                 slot.refresh()
-                last_sent = time.monotonic()
+            elif step.kind == "end" and on_end is not None:
+                on_end()
     finally:
         if subscription is not None:
             subscription.close()
@@ -343,37 +383,34 @@ async def astream(
 
     fetch = _in_a_pool_thread(source.next)
     follow = _in_a_pool_thread(source.follow)
-    started = last_sent = followed_at = time.monotonic()
+    steps = _loop(MAX_STREAM_S)
+    answer: Any = None
     client: Any = None
     subscription: Any = None
     try:
-        yield f"retry: {RETRY_MS}\n\n".encode()
-        client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
-        subscription = client.pubsub(ignore_subscribe_messages=True)
-        await subscription.subscribe(source.channel)
-        await follow(first=True)
-        followed_at = time.monotonic()
         while True:
-            batch, finished = await fetch(after)
-            if finished:
+            try:
+                step = steps.send(answer)
+            except StopIteration:
                 return
-            for event in batch:
-                yield event.sse()
-                after, last_sent = event.id, time.monotonic()
-                if event.closes:
-                    if on_end is not None:
-                        await sync_to_async(on_end, thread_sensitive=False)()
-                    return
-            if time.monotonic() - started > MAX_STREAM_S:
-                return
-            await subscription.get_message(timeout=KEEPALIVE_S)
-            if time.monotonic() - followed_at >= KEEPALIVE_S:
-                await follow(first=False)
-                followed_at = time.monotonic()
-            if time.monotonic() - last_sent >= KEEPALIVE_S:
-                yield b": keep-alive\n\n"
+            answer = None
+            if step.kind == "send":
+                yield step.data
+            elif step.kind == "fetch":
+                answer = await fetch(after)
+                after = max([after, *(event.id for event in answer[0])])
+            elif step.kind == "follow":
+                if subscription is None:
+                    client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+                    subscription = client.pubsub(ignore_subscribe_messages=True)
+                    await subscription.subscribe(source.channel)
+                await follow(first=step.first)
+            elif step.kind == "wait":
+                await subscription.get_message(timeout=KEEPALIVE_S)
+            elif step.kind == "refresh":
                 await sync_to_async(slot.refresh, thread_sensitive=False)()
-                last_sent = time.monotonic()
+            elif step.kind == "end" and on_end is not None:
+                await sync_to_async(on_end, thread_sensitive=False)()
     finally:
         if subscription is not None:
             await subscription.aclose()
