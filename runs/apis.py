@@ -284,22 +284,35 @@ SESSION_EVENTS_DESCRIPTION = (
 )
 
 
-class SessionEventsApi(ProjectApi):
+class EventStreamApi(ProjectApi):
+    """An event stream's operation (a run's, a conversation's): publishable keys allowed, Server-Sent Events or the
+    error JSON. `opened` is where it resumes and the places it holds while open."""
+
     publishable_allowed = True
     renderer_classes = [renderers.JSONRenderer, EventStreamRenderer]
+    PARAMETERS = [
+        OpenApiParameter("Last-Event-ID", str, OpenApiParameter.HEADER, description="resume after this event"),
+        OpenApiParameter("last_event_id", int, description="the same, for clients that can't set headers"),
+    ]
 
     def handle_exception(self, exc: Exception) -> Response:
+        # An error is the error JSON and says so, even to a client that asked for text/event-stream (found by the
+        # fuzzer: a 404 went out labelled as an event stream).
         response = super().handle_exception(exc)
         self.request.accepted_renderer = renderers.JSONRenderer()
         self.request.accepted_media_type = "application/json"
         return response
 
+    def opened(self, request: Request) -> tuple[int, streams.StreamPlaces]:
+        return streams.resume_after(request), streams.StreamPlaces.take(
+            request, streams.owner_of(request, self.api_key)
+        )
+
+
+class SessionEventsApi(EventStreamApi):
     @extend_schema(
         operation_id="sessions_events",
-        parameters=[
-            OpenApiParameter("Last-Event-ID", str, OpenApiParameter.HEADER, description="resume after this event"),
-            OpenApiParameter("last_event_id", int, description="the same, for clients that can't set headers"),
-        ],
+        parameters=EventStreamApi.PARAMETERS,
         responses={(200, "text/event-stream"): OpenApiResponse(description=SESSION_EVENTS_DESCRIPTION)},
         description=SESSION_EVENTS_DESCRIPTION,
     )
@@ -307,8 +320,7 @@ class SessionEventsApi(ProjectApi):
         session = selectors.session_get(
             project=self.project, session_id=session_id, key=self.api_key, end_user_token=end_user_token(request)
         )
-        after = streams.last_event_id(request.headers.get("Last-Event-ID") or request.query_params.get("last_event_id"))
-        places = streams.StreamPlaces.take(request, streams.owner_of(request, self.api_key))
+        after, places = self.opened(request)
         return streams.session_event_stream(session.pk, places, after=after)
 
 
@@ -598,24 +610,10 @@ EVENTS_DESCRIPTION = (
 )
 
 
-class RunEventsApi(ProjectApi):
-    publishable_allowed = True
-    renderer_classes = [renderers.JSONRenderer, EventStreamRenderer]
-
-    def handle_exception(self, exc: Exception) -> Response:
-        # An error is the error JSON and says so, even to a client that asked for text/event-stream (found by the
-        # fuzzer: a 404 went out labelled as an event stream).
-        response = super().handle_exception(exc)
-        self.request.accepted_renderer = renderers.JSONRenderer()
-        self.request.accepted_media_type = "application/json"
-        return response
-
+class RunEventsApi(EventStreamApi):
     @extend_schema(
         operation_id="runs_events",
-        parameters=[
-            OpenApiParameter("Last-Event-ID", str, OpenApiParameter.HEADER, description="resume after this event"),
-            OpenApiParameter("last_event_id", int, description="the same, for clients that can't set headers"),
-        ],
+        parameters=EventStreamApi.PARAMETERS,
         responses={
             (200, "text/event-stream"): OpenApiResponse(description=EVENTS_DESCRIPTION),
             204: OpenApiResponse(description="The run ended and every one of its events is behind Last-Event-ID."),
@@ -626,8 +624,7 @@ class RunEventsApi(ProjectApi):
         run = selectors.run_get(
             project=self.project, run_id=run_id, key=self.api_key, end_user_token=end_user_token(request)
         )
-        after = streams.last_event_id(request.headers.get("Last-Event-ID") or request.query_params.get("last_event_id"))
-        places = streams.StreamPlaces.take(request, streams.owner_of(request, self.api_key))
+        after, places = self.opened(request)
         return streams.event_stream(run, places, after=after, full_steps=self.api_key.is_secret)
 
 

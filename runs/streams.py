@@ -227,6 +227,12 @@ def last_event_id(raw: str | None) -> int:
     return max(0, value)
 
 
+def resume_after(request: HttpRequest) -> int:
+    """Where a stream resumes: the `Last-Event-ID` header (an EventSource's reconnect), or `?last_event_id=` for
+    clients that can't set headers."""
+    return last_event_id(request.headers.get("Last-Event-ID") or request.GET.get("last_event_id"))
+
+
 class Source(Protocol):
     """What a stream follows: a run's events or a conversation's. `next(after)`: the events after `after` and whether
     none will ever come; `follow()`: says it is followed (at the start and with every keep-alive)."""

@@ -79,7 +79,7 @@ def conversation_events(request: MemberRequest, session_id: str) -> HttpResponse
     """The conversation's events (Server-Sent Events, as `GET /v1/sessions/{id}/events` for the secret key): its page
     adds each new message and shows each change of its status as they come."""
     session = selectors.session_get(project=request.project, session_id=session_id)
-    after = streams.last_event_id(request.headers.get("Last-Event-ID") or request.GET.get("last_event_id"))
+    after = streams.resume_after(request)
     try:
         places = streams.StreamPlaces.take(request, f"member:{request.user.pk}")
     except RateLimited as exc:  # the page opens it again a few seconds later

@@ -101,7 +101,7 @@ def run_events_stream(request: MemberRequest, run_id: str) -> HttpResponseBase:
     """The run's events (Server-Sent Events, as `GET /v1/runs/{id}/events` for the secret key): the runs inspector
     and the test panel refresh on them (static/dashboard/app.js)."""
     run = selectors.run_get(project=request.project, run_id=run_id)
-    after = streams.last_event_id(request.headers.get("Last-Event-ID") or request.GET.get("last_event_id"))
+    after = streams.resume_after(request)
     try:
         places = streams.StreamPlaces.take(request, f"member:{request.user.pk}")
     except RateLimited as exc:  # the page refreshes every few seconds instead
