@@ -10,22 +10,25 @@ from django.utils import timezone
 from kagent.ids import PrefixedIdField
 from kagent.models import Project
 
-# The events a business can subscribe to (SPEC §4 "Webhook event"; issue #11).
-EVENT_TYPES: tuple[str, ...] = (
-    "run.completed",
-    "run.failed",
-    "run.requires_action",
-    "run.cancelled",
-    "handoff.created",
-    "handoff.closed",
-    "ticket.created",
-    "ticket.updated",
-    "conversation.flagged",
-    "session.message.created",
-    "session.updated",
-    "approval.requested",
-    "approval.decided",
-)
+# The one list of the events a business can subscribe to (SPEC §4 "Webhook event"; issue #11): each type with the
+# kind of object its `data` is. What subscribes, validates, dispatches and renders reads it (hooks/outbox.py: the
+# run events recorded by the engine's own statements; runs/webhook_events.py: the run's status of each).
+EVENT_OBJECTS: dict[str, str] = {
+    "run.completed": "run",
+    "run.failed": "run",
+    "run.requires_action": "run",
+    "run.cancelled": "run",
+    "handoff.created": "handoff",
+    "handoff.closed": "handoff",
+    "ticket.created": "ticket",
+    "ticket.updated": "ticket",
+    "conversation.flagged": "session",
+    "session.message.created": "message",
+    "session.updated": "session",
+    "approval.requested": "approval",
+    "approval.decided": "approval",
+}
+EVENT_TYPES: tuple[str, ...] = tuple(EVENT_OBJECTS)
 
 
 class WebhookEndpoint(models.Model):

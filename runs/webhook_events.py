@@ -18,12 +18,8 @@ from hooks.models import WebhookEvent
 from runs.models import Run, Session
 from runs.resources import RUN, SESSION
 
-STATUS_OF_EVENT = {
-    "run.completed": Run.Status.COMPLETED,
-    "run.failed": Run.Status.FAILED,
-    "run.requires_action": Run.Status.REQUIRES_ACTION,
-    "run.cancelled": Run.Status.CANCELLED,
-}
+# Each run event names the status it reports: `run.completed` is the run as `completed`.
+STATUS_OF_EVENT = {name: Run.Status(name.removeprefix("run.")) for name in sorted(outbox.RUN_EVENT_TYPES)}
 
 
 def run_data(run: Run, status: str) -> dict[str, Any]:
