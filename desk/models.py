@@ -11,9 +11,10 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
+from conversations.models import EndUser, Session
 from kagent.ids import PrefixedIdField
 from kagent.models import Project
-from runs.models import EndUser, Run, Session
+from runs.models import Run
 
 
 class Ticket(models.Model):

@@ -13,13 +13,14 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from conversations.models import Session
 from desk import webhook_events
 from desk.models import Handoff, Ticket, TicketCounter
 from kagent.errors import Conflict, Unprocessable
 from kagent.inputs import UNSET, is_set
 from runs.conversation import session_locked, set_status, to_team
 from runs.limits import bucket_held
-from runs.models import Run, Session
+from runs.models import Run
 
 # --- made by a run ------------------------------------------------------------------------------------------------
 

@@ -97,6 +97,7 @@ INSTALLED_APPS = [
     "agents.apps.AgentsConfig",
     "tools.apps.ToolsConfig",
     "hooks.apps.HooksConfig",
+    "conversations.apps.ConversationsConfig",
     "runs.apps.RunsConfig",
     "desk.apps.DeskConfig",
     "checks.apps.ChecksConfig",

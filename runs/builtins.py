@@ -18,8 +18,9 @@ from django.utils import timezone
 from agents.knowledge.results import search_result
 from agents.knowledge.terms import query_terms
 from agents.selectors import knowledge_search
+from conversations.models import Session
 from runs import webhook_events
-from runs.models import Run, Session, ToolCall
+from runs.models import Run, ToolCall
 from tools.builtins import FLAG_CONVERSATION, SEARCH_KNOWLEDGE, executes, executor
 
 SEARCH_RESULTS = 3

@@ -10,8 +10,8 @@ from typing import Any
 
 from django.db import transaction
 
+from conversations.models import Session
 from kagent.errors import Unprocessable
-from runs.models import Session
 from runs.session_events import record_updated
 from tools import builtins
 

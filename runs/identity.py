@@ -17,10 +17,10 @@ import jwt
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from conversations.models import EndUser
 from kagent.errors import ApiError, Unprocessable
 from kagent.models import ApiKey, Project, SigningSecret
 from kagent.secrets import signing_secrets_valid
-from runs.models import EndUser
 
 MAX_TRAITS = 50
 MAX_TRAIT_VALUE = 1000

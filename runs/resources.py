@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import guard
+from conversations.models import Message, Session
 from kagent.openapi import component
 from kagent.rendering import OMIT, Const, Field, Resource, Timestamp
-from runs.models import Message, Run, RunStep, Session, ToolCall
+from runs.models import Run, RunStep, ToolCall
 
 _ID = {"type": "string"}
 _NULLABLE_ID = {"type": ["string", "null"]}

@@ -31,9 +31,9 @@ from typing import Any
 
 from django.db import transaction
 
+from conversations.models import Message, Session, SessionEvent
 from hooks import outbox
 from kagent.sql import execute
-from runs.models import Message, Session, SessionEvent
 from runs.pubsub import Event, redis_client
 from runs.resources import MESSAGE, SESSION
 

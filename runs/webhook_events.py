@@ -13,9 +13,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from conversations.models import Session
 from hooks import outbox
 from hooks.models import WebhookEvent
-from runs.models import Run, Session
+from runs.models import Run
 from runs.resources import RUN, SESSION
 
 # Each run event names the status it reports: `run.completed` is the run as `completed`.

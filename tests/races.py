@@ -16,9 +16,10 @@ from django.db import connection, connections
 
 from agents.models import Agent
 from agents.services import agent_create, agent_publish
+from conversations.models import Session
 from kagent.models import ApiKey, Project
 from runs import services
-from runs.models import Run, Session
+from runs.models import Run
 
 MIGRATION = importlib.import_module("runs.migrations.0010_foreign_keys_checked_in_statement")
 

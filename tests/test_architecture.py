@@ -1,13 +1,14 @@
 """The architecture drawn from the imports: no cycles, and no app importing one above it.
 
 Apps from the bottom up, one order with no module excused: `kagent` (tenancy, the outbound client, the API's edge),
-`guard` (the truthfulness guard: it imports no app), `tools`, `llm` (the model layer), `agents`, `hooks`, `runs`
-(the conversation and the run), `desk` (tickets and handoffs: it builds on the conversation and the run, and tells
-the engine what it needs through `tools.builtins.DeskFacts`, bound when it is ready, as its built-ins' executors
-are), `checks` (an agent's checks and publishing, which runs them: above the run they drive), `dashboard`. An
-app's modules import only its own and those of the apps below it, its API edge (`apis`, `urls`) included: a lower
-app that needs to know something of a higher one is told through a binding the higher one makes when it is ready
-(the desk's facts, the agents' grants of a tool). Imports inside functions count too.
+`guard` (the truthfulness guard: it imports no app), `tools`, `llm` (the model layer), `agents`, `hooks`,
+`conversations` (end users, sessions, segments, messages, session events), `runs` (the run), `desk` (tickets and
+handoffs: it builds on the conversation and the run, and tells the engine what it needs through
+`tools.builtins.DeskFacts`, bound when it is ready, as its built-ins' executors are), `checks` (an agent's checks
+and publishing, which runs them: above the run they drive), `dashboard`. An app's modules import only its own and
+those of the apps below it, its API edge (`apis`, `urls`) included: a lower app that needs to know something of a
+higher one is told through a binding the higher one makes when it is ready (the desk's facts, the agents' grants of
+a tool). Imports inside functions count too.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["kagent", "guard", "tools", "llm", "agents", "hooks", "runs", "desk", "checks", "dashboard"]
+LAYERS = ["kagent", "guard", "tools", "llm", "agents", "hooks", "conversations", "runs", "desk", "checks", "dashboard"]
 EDGE = {f"{app}.{leaf}" for app in LAYERS for leaf in ("apis", "urls")} | {"kagent.api_urls"}
 
 

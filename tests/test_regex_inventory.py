@@ -28,7 +28,19 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("kagent", "guard", "tools", "llm", "agents", "hooks", "desk", "runs", "checks", "dashboard")
+PACKAGES = (
+    "kagent",
+    "guard",
+    "tools",
+    "llm",
+    "agents",
+    "hooks",
+    "conversations",
+    "desk",
+    "runs",
+    "checks",
+    "dashboard",
+)
 MATCHING = frozenset({"compile", "match", "search", "fullmatch", "findall", "finditer", "split", "sub", "subn"})
 REGEX_MODULES = frozenset({"re", "regex"})
 

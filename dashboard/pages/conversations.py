@@ -13,6 +13,7 @@ from django.http import HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
+from conversations.models import Message, Session
 from dashboard.access import MemberRequest, member_page
 from dashboard.problems import Problems, problems_from
 from desk import selectors as desk_selectors
@@ -23,7 +24,6 @@ from runs import conversation as conversation_state
 from runs import selectors, session_events, streams
 from runs import services as run_services
 from runs.apis import MESSAGE_CREATE, SESSION_UPDATE
-from runs.models import Message, Session
 from runs.resources import MESSAGE
 
 AUTHOR_MAX = run_services.AUTHOR_MAX

@@ -15,6 +15,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 
+from conversations.models import Message, Session
 from dashboard.access import MemberRequest, member_page
 from dashboard.chart import activity_chart
 from desk import selectors as desk_selectors
@@ -25,7 +26,7 @@ from kagent.errors import ApiError
 from kagent.models import Project
 from runs import approvals, selectors
 from runs.apis import APPROVE_TOOL_CALLS
-from runs.models import Message, Run, Session
+from runs.models import Run
 
 CHART_DAYS = 30
 INBOX_SIZE = 100

@@ -21,6 +21,7 @@ from django.urls import reverse
 from agents.config import validate_config
 from agents.models import Agent
 from agents.selectors import agent_get
+from conversations.models import Session
 from dashboard.access import MemberRequest, member_page
 from dashboard.pages.desk import decide_from_post
 from dashboard.problems import Problems, problems_from
@@ -30,7 +31,7 @@ from runs import run_events, selectors, services
 from runs.apis import RUN_CREATE, SUBMIT_TOOL_OUTPUTS, render_step
 from runs.approvals import APPROVE_TOOL_CALLS
 from runs.identity import EndUserClaim
-from runs.models import Run, Session
+from runs.models import Run
 from tools.builtins import all_builtins
 from tools.selectors import http_tool_list, mcp_granted
 from tools.toolset import ToolSetFacts, tool_set_build

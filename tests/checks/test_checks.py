@@ -197,7 +197,7 @@ def test_a_check_never_rewrites_a_real_customers_traits_and_counts_against_its_o
     add_check(h, agent, name="As cust-42", expect={}, end_user={"external_id": "cust-42", "traits": {"tier": "x"}})
     result = run_checks(h, agent)
     assert result["status"] == "passed", result
-    from runs.models import EndUser
+    from conversations.models import EndUser
 
     assert EndUser.objects.get(project=h.tenant.project, external_id="cust-42").traits == {"tier": "gold"}
     check_run = Run.objects.get(pk=result["results"][0]["run"])

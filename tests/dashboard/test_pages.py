@@ -18,6 +18,7 @@ from django.utils.http import urlsafe_base64_encode
 
 from agents.models import Agent, Check, KnowledgeSource
 from agents.services import agent_create, agent_publish, knowledge_source_create
+from conversations.models import Message, Session
 from dashboard import urls as dashboard_urls
 from desk.models import Handoff, Ticket
 from fakes.llm import calls, text
@@ -27,7 +28,7 @@ from kagent.invitations import invitation_send
 from kagent.models import EgressEvent, Invitation, Membership, Secret, User
 from kagent.secrets import secret_put
 from runs import engine
-from runs.models import Message, Run, Session
+from runs.models import Run
 from runs.services import panel_session_create, run_create
 from tests.conftest import Tenant
 from tools.models import HttpTool, McpServer

@@ -24,13 +24,14 @@ import jwt
 import pytest
 from playwright.sync_api import expect
 
+from conversations.models import Message, Session
 from desk.models import Handoff, Ticket
 from fakes.llm import Fault, calls, text
 from kagent import throttle
 from kagent.models import ApiKey
 from kagent.services import api_key_origins_update
 from runs import streams
-from runs.models import Message, Run, Session, ToolCall
+from runs.models import Run, ToolCall
 from tests.conftest import Tenant, wait_for
 from tests.dashboard.conftest import DESKTOP, PHONE, new_page, screenshot
 from tests.dashboard.test_browser import no_sideways_scroll, sign_in

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from conversations.models import Session
 from desk.models import Ticket
 from fakes.llm import calls, text
 from hooks.models import WebhookEvent
-from runs.models import Session
 from tests.runs.conftest import VERIFIED
 
 pytestmark = pytest.mark.django_db

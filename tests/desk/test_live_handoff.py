@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from conversations.models import Message, Session, SessionEvent
 from desk.models import Handoff
 from fakes.llm import calls, text
-from runs.models import Message, Run, Session, SessionEvent
+from runs.models import Run
 from tests.desk.test_desk_lifecycle import handed_off_session
 from tests.runs.conftest import VERIFIED
 from tests.runs.test_run_events import parse

@@ -95,7 +95,7 @@ def test_webhook_events_carry_the_object_as_it_was_at_the_event(hk, upstream):
 
 
 def test_test_panel_conversations_send_nothing(hk, upstream, alice):
-    from runs.models import Session
+    from conversations.models import Session
 
     create_endpoint(hk.api, upstream, types=TYPES)
     agent = hk.agent("panel", [text("Hi.")])

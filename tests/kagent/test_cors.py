@@ -110,7 +110,8 @@ def test_the_actual_request_is_checked_against_its_own_keys_list(alice, bob, fak
         assert refused.json()["error"]["code"] == "origin_not_allowed"
         assert "Access-Control-Allow-Origin" not in refused
     assert ApiKey.objects.count() == before
-    from runs.models import Run, Session
+    from conversations.models import Session
+    from runs.models import Run
 
     assert Session.objects.filter(project=alice.project).count() == 1
     assert Run.objects.filter(project=alice.project).count() == 0

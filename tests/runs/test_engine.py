@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from conversations.models import Message, Session
 from desk.models import Handoff, Ticket
 from fakes.llm import calls, text
-from runs.models import Message, Run, Session, ToolCall
+from runs.models import Run, ToolCall
 from tests.kagent.test_auth import error
 from tests.runs.conftest import VERIFIED
 

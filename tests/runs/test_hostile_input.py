@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from conversations.models import Session
 from desk.models import Handoff
 from fakes.llm import calls, text
-from runs.models import Run, Session
+from runs.models import Run
 from tests.kagent.test_auth import error
 from tests.runs.test_policy_refusals import refusals
 

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from conversations.models import Session
 from fakes.llm import text
 from kagent.models import ApiKey
 from kagent.services import api_key_create
-from runs.models import Run, RunEvent, Session
+from runs.models import Run, RunEvent
 from tests.conftest import make_tenant
 
 

@@ -8,8 +8,9 @@ import datetime
 import pytest
 from django.utils import timezone
 
+from conversations.models import Session
 from fakes.llm import calls, text
-from runs.models import Run, Session
+from runs.models import Run
 from tests.kagent.test_auth import error
 from tests.runs.conftest import VERIFIED
 

@@ -195,7 +195,7 @@ def test_rate_limited_tickets_five_a_day(h):
             status="closed",
             rate_key="eu:placeholder",
         )
-    from runs.models import EndUser
+    from conversations.models import EndUser
 
     user = EndUser.objects.create(project=h.tenant.project, external_id="cust-42")
     Ticket.objects.update(rate_key=f"eu:{user.pk}")

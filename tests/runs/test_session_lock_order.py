@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from conversations.models import Message as ChatMessage
 from runs import store
-from runs.models import Message as ChatMessage
 from runs.models import Run, RunStep
 from tests.races import new_message_race, race
 
@@ -52,8 +52,8 @@ def test_a_conversations_events_commit_in_the_order_of_their_ids(alice: Any, mon
 
     from django.db import connection, transaction
 
+    from conversations.models import SessionEvent
     from runs import session_events
-    from runs.models import SessionEvent
 
     setup = new_message_race(alice.project, monkeypatch)
     run, session = setup.run, setup.session

@@ -13,14 +13,15 @@ from django.test.utils import CaptureQueriesContext
 from agents.models import KnowledgeSource
 from agents.selectors import searchable_sources
 from agents.services import agent_create, agent_publish
+from conversations.models import Message as ChatMessage
+from conversations.models import Segment, Session
 from desk.models import Handoff, Ticket, TicketCounter
 from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEvent
 from hooks.services import endpoint_create
 from kagent.models import ApiKey, EgressEvent
 from kagent.sql import api_key_by_digest
 from runs import builtins, services, store
-from runs.models import Message as ChatMessage
-from runs.models import Run, RunEvent, RunStep, Segment, Session, ToolCall
+from runs.models import Run, RunEvent, RunStep, ToolCall
 from tests.conftest import make_tenant
 
 pytestmark = pytest.mark.django_db
