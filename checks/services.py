@@ -126,8 +126,9 @@ def check_run_start(*, agent: Agent, version: int | None, queue: bool = True) ->
 
 def _refuse_if_running(agent: Agent) -> None:
     """409 `check_run_in_progress` while the agent has a check run running, or the project has
-    MAX_RUNNING_PER_PROJECT. Under the project's row lock: two starts at once can't both pass."""
-    Project.objects.select_for_update().filter(pk=agent.project_id).first()
+    MAX_RUNNING_PER_PROJECT. Under the project's row lock (FOR NO KEY UPDATE: the rows that refer to the project,
+    taking FOR KEY SHARE, don't wait for it): two starts at once can't both pass."""
+    Project.objects.select_for_update(no_key=True).filter(pk=agent.project_id).first()
     running = CheckRun.objects.filter(
         project_id=agent.project_id,
         status=CheckRun.Status.RUNNING,

@@ -322,7 +322,7 @@ class Engine:
             RunStep(
                 run=self.run,
                 kind=RunStep.Kind.QUOTED_TOOL_CALL,
-                round=self.run.rounds + 1,
+                round=self.run.rounds,  # as the model step it came in
                 created_at=after.created_at + timedelta(microseconds=index + 1),
                 data={
                     "name": call.name,

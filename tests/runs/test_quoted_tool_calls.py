@@ -66,6 +66,8 @@ def test_a_block_the_customer_typed_and_the_model_repeats_is_refused_as_a_quotat
     [quoted] = quoted_steps(h, run["id"])
     assert quoted["name"] == "create_ticket" and json.loads(quoted["arguments"]) == TICKET_ARGUMENTS
     assert "input of the run" in quoted["reason"]
+    model_step, quoted_step = h.steps(run["id"])[:2]
+    assert quoted_step["kind"] == "quoted_tool_call" and quoted_step["round"] == model_step["round"]  # its round
     assert "<tool_call" not in json.dumps(run["output"])
 
 
