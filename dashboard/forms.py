@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm, PasswordResetForm
 from django.http import HttpRequest
 
-from kagent import throttle
+from kagent import broker, throttle
 from kagent.clients import client_address
 from kagent.models import ApiKey
 from kagent.services import limit_ceilings
@@ -45,9 +44,10 @@ class EmailLoginForm(AuthenticationForm):
 
 
 class ForgotPasswordForm(PasswordResetForm):
-    """ "Forgot your password?": the same answer whether the address has an account or not. Throttled per client
-    address (refused, saying when to try again) and per email address (over the limit no mail is sent, and the
-    answer doesn't change): kagent/throttle.py."""
+    """ "Forgot your password?": the same answer whether the address has an account or not, and the same work in the
+    request — the links are looked up and mailed by a task (`dashboard.password_reset_mail`), so the request's time
+    tells nothing either. Throttled per client address (refused, saying when to try again) and per email address
+    (over the limit no mail is sent, and the answer doesn't change): kagent/throttle.py."""
 
     email = forms.EmailField(
         label="Email", max_length=254, widget=forms.EmailInput(attrs={"autofocus": True, "autocomplete": "email"})
@@ -69,11 +69,32 @@ class ForgotPasswordForm(PasswordResetForm):
             )
         return cleaned
 
-    def get_users(self, email: str) -> Iterator[Any]:
-        if not throttle.password_reset_mail_allowed(email):
-            return iter(())
-        users: Iterable[Any] = super().get_users(email)
-        return iter(users)
+    def save(self, *args: Any, extra_email_context: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """Queues the mail (the same for any address: a count in Redis and a message on the queue)."""
+        email = self.cleaned_data["email"]
+        if throttle.password_reset_mail_allowed(email):
+            broker.enqueue(RESET_MAIL_TASK, email, (extra_email_context or {}).get("base_url", ""))
+
+
+RESET_MAIL_TASK = "dashboard.password_reset_mail"
+RESET_SUBJECT = "dashboard/email/password_reset_subject.txt"
+RESET_BODY = "dashboard/email/password_reset.txt"
+
+
+def password_reset_mail(email: str, base_url: str) -> int:
+    """The task's work: a reset link mailed to each active account with the address (none: nothing is sent). How
+    many were sent."""
+    form = PasswordResetForm(data={"email": email})
+    if not form.is_valid():
+        return 0
+    users = list(form.get_users(email))
+    form.save(
+        domain_override="K-Agent",
+        subject_template_name=RESET_SUBJECT,
+        email_template_name=RESET_BODY,
+        extra_email_context={"base_url": base_url},
+    )
+    return len(users)
 
 
 class ApiKeyCreateForm(forms.Form):
