@@ -57,51 +57,6 @@ class AgentVersion(models.Model):
         constraints = [models.UniqueConstraint(fields=["agent", "number"], name="agent_version_number_unique")]
 
 
-class Check(models.Model):
-    """A saved test conversation for an agent (`chk_…`, SPEC §4 "Checks and traffic"): the customer's `input` (one
-    message, or a list of them: one run each, in one conversation), an optional `end_user` ({external_id, traits}),
-    `client_outputs` ({tool name: output}) answering client tools, and what must hold: `expect` {tools_called,
-    tools_not_called, output_contains, output_not_contains, status}."""
-
-    id = PrefixedIdField(prefix="chk")
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="checks")
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="checks")
-    name = models.CharField(max_length=200)
-    input = models.JSONField()
-    end_user = models.JSONField(null=True, blank=True)
-    client_outputs = models.JSONField(default=dict)
-    expect = models.JSONField(default=dict)
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(default=timezone.now)
-
-
-class CheckRun(models.Model):
-    """One run of an agent's checks (`chkr_…`) against its draft (`version` null) or a published version: `running`,
-    then `passed` or `failed`; `results` one per check: {check, name, passed, problems, run}."""
-
-    class Status(models.TextChoices):
-        RUNNING = "running"
-        PASSED = "passed"
-        FAILED = "failed"
-
-    id = PrefixedIdField(prefix="chkr")
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="check_runs")
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="check_runs")
-    version = models.IntegerField(null=True, blank=True)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
-    results = models.JSONField(default=list)
-    created_at = models.DateTimeField(default=timezone.now)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    @property
-    def running(self) -> bool:
-        return self.status == self.Status.RUNNING
-
-    @property
-    def failed_count(self) -> int:
-        return sum(1 for result in self.results if isinstance(result, dict) and not result.get("passed"))
-
-
 class KnowledgeSource(models.Model):
     """What the agent can search with `search_knowledge` (for an agent, or for the whole project when agent is null):
     a `text` (Markdown) source written here, or an `api` source fetched from the business's URL on a schedule.

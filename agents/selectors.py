@@ -10,7 +10,7 @@ from django.db.models import F, Q, QuerySet
 from agents.diff import Change, Snapshot, snapshot_diff
 from agents.knowledge import index
 from agents.knowledge.terms import query_terms
-from agents.models import Agent, AgentVersion, Check, CheckRun, KnowledgeSource
+from agents.models import Agent, AgentVersion, KnowledgeSource
 from kagent.errors import Conflict, NotFound
 from kagent.models import Project
 from tools.models import HttpTool
@@ -174,21 +174,3 @@ def agents_with_unpublished_changes(*, project: Project, agents: Iterable[Agent]
         if draft != version_snapshot(version=version):
             changed.add(agent.pk)
     return changed
-
-
-def check_list(*, agent: Agent) -> QuerySet[Check]:
-    return Check.objects.filter(agent=agent)
-
-
-def check_get(*, agent: Agent, check_id: str) -> Check:
-    check = check_list(agent=agent).filter(pk=check_id).first()
-    if check is None:
-        raise NotFound("No check with that id for this agent.")
-    return check
-
-
-def check_run_get(*, agent: Agent, check_run_id: str) -> CheckRun:
-    check_run = CheckRun.objects.filter(agent=agent, pk=check_run_id).first()
-    if check_run is None:
-        raise NotFound("No check run with that id for this agent.")
-    return check_run

@@ -16,7 +16,7 @@ from agents.knowledge.fetch import FetchOutcome, fetch_source
 from agents.knowledge.index import replace_passages
 from agents.knowledge.passages import split_text
 from agents.knowledge.terms import TERMS_VERSION
-from agents.models import Agent, AgentVersion, Check, KnowledgePassage, KnowledgeSource
+from agents.models import Agent, AgentVersion, KnowledgePassage, KnowledgeSource
 from kagent import broker
 from kagent.egress import EgressError, destination_check
 from kagent.errors import Conflict, Unprocessable
@@ -140,14 +140,6 @@ def agent_rollback(*, agent: Agent, version: int) -> Agent:
 
 def agent_delete(*, agent: Agent) -> None:
     Agent.objects.filter(pk=agent.pk).update(deleted_at=timezone.now())
-
-
-def check_update(*, check: Check, fields: dict[str, Any]) -> Check:
-    for key, value in fields.items():
-        setattr(check, key, value)
-    check.updated_at = timezone.now()
-    check.save()
-    return check
 
 
 @transaction.atomic

@@ -14,9 +14,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents import selectors
-from agents import services as agent_services
-from agents.resources import CHECK, CHECK_RUN, METRICS, VERSION
+from agents.resources import METRICS, VERSION
+from checks import selectors as check_selectors
 from checks import services
+from checks.resources import CHECK, CHECK_RUN
 from kagent.api import ProjectApi, paginate, param_time
 from kagent.errors import Unprocessable
 from kagent.inputs import Input, is_set
@@ -191,7 +192,7 @@ class AgentCheckListCreateApi(ProjectApi):
     @extend_schema(operation_id="agents_checks_list", responses=list_of(CHECK.ref))
     def get(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get(project=self.project, agent_id=agent_id)
-        return Response(paginate(request, selectors.check_list(agent=agent), CHECK.render))
+        return Response(paginate(request, check_selectors.check_list(agent=agent), CHECK.render))
 
     @extend_schema(
         operation_id="agents_checks_create",
@@ -210,21 +211,21 @@ class AgentCheckDetailApi(ProjectApi):
     @extend_schema(operation_id="agents_checks_retrieve", responses={200: CHECK.ref})
     def get(self, request: Request, agent_id: str, check_id: str) -> Response:
         agent = selectors.agent_get(project=self.project, agent_id=agent_id)
-        return Response(CHECK.render(selectors.check_get(agent=agent, check_id=check_id)))
+        return Response(CHECK.render(check_selectors.check_get(agent=agent, check_id=check_id)))
 
     @extend_schema(operation_id="agents_checks_update", request=CHECK_WRITE.body, responses={200: CHECK.ref})
     def patch(self, request: Request, agent_id: str, check_id: str) -> Response:
         agent = selectors.agent_get(project=self.project, agent_id=agent_id)
-        check = selectors.check_get(agent=agent, check_id=check_id)
+        check = check_selectors.check_get(agent=agent, check_id=check_id)
         body = CHECK_WRITE.parse(request.data, partial=True)
         return Response(
-            CHECK.render(agent_services.check_update(check=check, fields=check_fields(agent, body, creating=False)))
+            CHECK.render(services.check_update(check=check, fields=check_fields(agent, body, creating=False)))
         )
 
     @extend_schema(operation_id="agents_checks_delete", request=None, responses={200: {"type": "object"}})
     def delete(self, request: Request, agent_id: str, check_id: str) -> Response:
         agent = selectors.agent_get(project=self.project, agent_id=agent_id)
-        check = selectors.check_get(agent=agent, check_id=check_id)
+        check = check_selectors.check_get(agent=agent, check_id=check_id)
         check.delete()
         return Response({"id": check_id, "object": "check", "deleted": True})
 
@@ -248,7 +249,7 @@ class AgentCheckRunDetailApi(ProjectApi):
     @extend_schema(operation_id="agents_check_runs_retrieve", responses={200: CHECK_RUN.ref})
     def get(self, request: Request, agent_id: str, check_run_id: str) -> Response:
         agent = selectors.agent_get(project=self.project, agent_id=agent_id)
-        return Response(CHECK_RUN.render(selectors.check_run_get(agent=agent, check_run_id=check_run_id)))
+        return Response(CHECK_RUN.render(check_selectors.check_run_get(agent=agent, check_run_id=check_run_id)))
 
 
 # --- a published version's figures (`/v1/agents/{id}/versions/{n}/metrics`), read from its runs ------------------

@@ -21,8 +21,9 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
-from agents.models import Agent, AgentVersion, Check, CheckRun
+from agents.models import Agent, AgentVersion
 from agents.services import agent_publish
+from checks.models import Check, CheckRun
 from conversations.models import Session
 from kagent import broker
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
@@ -46,6 +47,14 @@ SETTLED = (*Run.TERMINAL, Run.Status.REQUIRES_ACTION)
 
 
 # --- writing checks ---------------------------------------------------------------------------------------------
+
+
+def check_update(*, check: Check, fields: dict[str, Any]) -> Check:
+    for key, value in fields.items():
+        setattr(check, key, value)
+    check.updated_at = timezone.now()
+    check.save()
+    return check
 
 
 def check_create(*, agent: Agent, fields: dict[str, Any]) -> Check:

@@ -20,9 +20,11 @@ from django.utils import timezone
 
 from agents import selectors, services
 from agents.apis import AGENT_WRITE
-from agents.models import Agent, CheckRun
+from agents.models import Agent
+from checks import selectors as check_selectors
 from checks import services as checks
 from checks.apis import CHECK_WRITE, PUBLISH, check_fields
+from checks.models import CheckRun
 from dashboard import editor
 from dashboard.access import MemberRequest, member_page
 from dashboard.pages.panel import panel_context
@@ -112,7 +114,7 @@ def _editor_context(request: MemberRequest, agent: Agent, values: editor.EditorV
 
 def _checks_context(agent: Agent) -> dict[str, Any]:
     return {
-        "checks": list(selectors.check_list(agent=agent).order_by("created_at", "pk")),
+        "checks": list(check_selectors.check_list(agent=agent).order_by("created_at", "pk")),
         "last_check_run": CheckRun.objects.filter(agent=agent).order_by("-created_at", "-pk").first(),
     }
 
@@ -342,7 +344,7 @@ def agent_check_from_run(request: MemberRequest, agent_id: str, run_id: str) -> 
 @member_page("POST")
 def agent_check_delete(request: MemberRequest, agent_id: str, check_id: str) -> HttpResponse:
     agent = selectors.agent_get(project=request.project, agent_id=agent_id)
-    selectors.check_get(agent=agent, check_id=check_id).delete()
+    check_selectors.check_get(agent=agent, check_id=check_id).delete()
     messages.success(request, "Check deleted.")
     return _back_to_checks(agent)
 

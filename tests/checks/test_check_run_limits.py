@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agents.models import CheckRun
 from checks import services as checks
+from checks.models import CheckRun
 from runs.models import Run
 from tests.checks.test_checks import add_check, support_agent
 from tests.runs.conftest import Harness

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agents.models import Check, CheckRun
 from checks import services as checks
+from checks.models import Check, CheckRun
 from desk.models import Ticket
 from fakes.llm import calls, text
 from runs.models import Run

@@ -16,8 +16,9 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from agents.models import Agent, Check, KnowledgeSource
+from agents.models import Agent, KnowledgeSource
 from agents.services import agent_create, agent_publish, knowledge_source_create
+from checks.models import Check
 from conversations.models import Message, Session
 from dashboard import urls as dashboard_urls
 from desk.models import Handoff, Ticket
@@ -1266,8 +1267,8 @@ def test_the_versions_page_reads_every_versions_figures_in_the_same_few_queries(
 
 
 def test_run_checks_starts_them_on_a_worker_and_the_card_follows_until_the_results_are_in(alice, fake_llm):
-    from agents.models import Check, CheckRun
     from checks import services as checks
+    from checks.models import Check, CheckRun
 
     fake_llm.script("checks-card", [text("Our returns window is 30 days.")] * 5)
     agent = agent_create(

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from agents.models import Agent, AgentVersion, Check
+from agents.models import Agent, AgentVersion
 from agents.services import agent_create, agent_publish
+from checks.models import Check
 from fakes.llm import text
 from tests.conftest import Tenant
 from tests.dashboard.conftest import screenshot

@@ -10,7 +10,7 @@ from typing import Any
 import jwt
 import pytest
 
-from agents.models import Check, CheckRun
+from checks.models import Check, CheckRun
 from fakes.llm import calls, text
 from hooks import services as hook_services
 from hooks.models import WebhookDelivery, WebhookEvent
