@@ -24,12 +24,12 @@ from django.utils import timezone
 from agents.models import Agent, AgentVersion
 from agents.services import agent_publish
 from checks.models import Check, CheckRun
+from conversations.identity import EndUserClaim
 from conversations.models import Session
 from kagent import broker
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
 from kagent.models import Project
 from runs import engine
-from runs.identity import EndUserClaim
 from runs.models import Run, ToolCall
 from runs.services import panel_session_create, run_create
 

@@ -128,7 +128,7 @@ class SessionEvent(models.Model):
     written (`session.message.created`, `ref` its id: rendered from the message when read, as messages don't
     change; one deleted since, a purged `store: false` run's, is left out) or the session changed
     (`session.updated`, `data`: the session as it was then). Written with what it reports, like a run's events
-    (runs/session_events.py)."""
+    (conversations/session_events.py)."""
 
     class Type(models.TextChoices):
         MESSAGE_CREATED = "session.message.created"

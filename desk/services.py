@@ -1,7 +1,7 @@
 """Writes of the desk: a run's built-ins open tickets and hand conversations to the team (`ticket_create`,
 `handoff_create`, called by desk/builtins.py for the run engine); the team closes and reopens them
 (`ticket_update`, `handoff_update`, from the API and the dashboard); a handoff takes the conversation to the team
-and the last one closed closes it, through the conversation's one writer (runs/conversation.py), which closes the
+and the last one closed closes it, through the conversation's one writer (conversations/services.py), which closes the
 open handoffs of a conversation handed back (`close_handoffs`, bound as the desk's facts). Each change the business
 can subscribe to is recorded for its webhooks in the same transaction (desk/webhook_events.py)."""
 
@@ -14,11 +14,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations.models import Session
+from conversations.services import session_locked, set_status, to_team
 from desk import webhook_events
 from desk.models import Handoff, Ticket, TicketCounter
 from kagent.errors import Conflict, Unprocessable
 from kagent.inputs import UNSET, is_set
-from runs.conversation import session_locked, set_status, to_team
 from runs.limits import bucket_held
 from runs.models import Run
 
@@ -188,7 +188,7 @@ def handoff_update(*, handoff: Handoff, status: str = UNSET, assignee: str | Non
 
 
 def close_handoffs(session_id: str) -> None:
-    """A conversation handed back to the agent or closed (runs/conversation.py `set_status`): its open handoffs
+    """A conversation handed back to the agent or closed (conversations/services.py `set_status`): its open handoffs
     close (`handoff.closed`). Inside the caller's transaction, with the session's row held."""
     for handoff in Handoff.objects.select_for_update().filter(session_id=session_id, status=Handoff.Status.OPEN):
         Handoff.objects.filter(pk=handoff.pk).update(status=Handoff.Status.CLOSED, closed_at=timezone.now())

@@ -19,6 +19,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.mediatypes import media_type_matches
 
+from conversations import services as conversation
+from conversations.identity import EndUserClaim
+from conversations.resources import MESSAGE, SESSION
 from kagent import throttle
 from kagent.api import (
     ProjectApi,
@@ -33,10 +36,9 @@ from kagent.errors import OUTAGES, ApiError, Unprocessable
 from kagent.inputs import Input
 from kagent.models import ApiKey
 from kagent.openapi import empty_is_unset, list_of
-from runs import approvals, conversation, selectors, services, streams
-from runs.identity import EndUserClaim
+from runs import approvals, selectors, services, streams
 from runs.models import Run, RunStep, ToolCall
-from runs.resources import MESSAGE, MODEL_STEP, RUN, RUN_STEP, SESSION, TOOL_CALL_STEP, for_browser
+from runs.resources import MODEL_STEP, RUN, RUN_STEP, TOOL_CALL_STEP, for_browser
 
 MAX_INPUT = 20_000
 MAX_WAIT = 30.0

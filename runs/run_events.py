@@ -31,9 +31,9 @@ from django.db.models.functions import Coalesce, Greatest, Now
 from hooks import outbox
 from hooks.models import WebhookEndpoint
 from kagent.ids import new_id
+from kagent.pubsub import Event, redis_client
 from kagent.sql import execute
 from runs.models import Run, RunEvent, RunStep, ToolCall
-from runs.pubsub import Event, redis_client
 from runs.resources import MODEL_STEP, RUN, TOOL_CALL_STEP, for_browser
 from runs.webhook_events import run_data
 from tools import builtins
@@ -50,6 +50,8 @@ STATUS_OF: dict[str, str] = {
     T.CANCELLED: Run.Status.CANCELLED,
 }
 EVENT_OF_STATUS: dict[str, str] = {status: event for event, status in STATUS_OF.items()}
+# A run's stream ends after one of these (a conversation's never ends by an event).
+CLOSING = frozenset({T.REQUIRES_ACTION, T.COMPLETED, T.FAILED, T.CANCELLED})
 BATCH = 200
 
 
@@ -227,9 +229,9 @@ def after(run_id: str, last_id: int, *, full_steps: bool) -> list[Event]:
     events = []
     for row in rows:
         if row.type == T.OUTPUT_DELTA:
-            events.append(Event(row.id, row.type, {"run": run_id, "delta": row.text}))
+            events.append(Event(row.id, row.type, {"run": run_id, "delta": row.text}, row.type in CLOSING))
         elif row.type == T.OUTPUT_RESET:
-            events.append(Event(row.id, row.type, {"run": run_id}))
+            events.append(Event(row.id, row.type, {"run": run_id}, row.type in CLOSING))
         elif row.type == T.STEP_CREATED:
             if row.ref in steps:
                 data = MODEL_STEP.render(steps[row.ref])
@@ -237,10 +239,12 @@ def after(run_id: str, last_id: int, *, full_steps: bool) -> list[Event]:
                 data = TOOL_CALL_STEP.render(calls[row.ref])
             else:
                 continue  # a step deleted since (its run's project deleted): nothing to show
-            events.append(Event(row.id, row.type, data if full_steps else _browser_step(data)))
+            events.append(Event(row.id, row.type, data if full_steps else _browser_step(data), row.type in CLOSING))
         else:
             as_then = copy.copy(run)
             as_then.status = STATUS_OF[row.type]
             rendered = RUN.render(as_then)
-            events.append(Event(row.id, row.type, rendered if full_steps else for_browser(rendered)))
+            events.append(
+                Event(row.id, row.type, rendered if full_steps else for_browser(rendered), row.type in CLOSING)
+            )
     return events

@@ -14,11 +14,11 @@ from django.db.models import Count, Model, Q, QuerySet
 from django.db.models.functions import TruncDate
 
 from agents.models import Agent, AgentVersion
+from conversations.identity import token_external_id
 from conversations.models import EndUser, Message, Session
 from kagent.errors import NotFound
 from kagent.models import ApiKey, Project
 from kagent.selectors import filter_given
-from runs.identity import token_external_id
 from runs.models import Run, RunStep, ToolCall
 
 M = TypeVar("M", bound=Model)

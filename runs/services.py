@@ -20,16 +20,18 @@ from django.utils import timezone
 import guard
 from agents.models import Agent, AgentVersion
 from agents.selectors import agent_get, searchable_sources
+from conversations import services as conversation
+from conversations import session_events
+from conversations.identity import EndUserClaim, Identity, identity_resolve
 from conversations.models import Message as ChatMessage
 from conversations.models import Segment, Session, SessionEvent
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
 from kagent.models import ApiKey, Project
 from llm.types import Message
-from runs import conversation, run_events, session_events, transitions
+from runs import run_events, transitions
 from runs import store as run_store
 from runs.approvals import APPROVE_TOOL_CALLS, approvals_closed, expire_approvals_if_due
 from runs.engine import client_output_shown
-from runs.identity import EndUserClaim, Identity, identity_resolve
 from runs.models import Run, RunEvent, RunStep, ToolCall
 from runs.queue import enqueue_run, runs_waiting
 from runs.selectors import session_get

@@ -29,13 +29,14 @@ from typing import Any
 from django.db.models import JSONField
 
 from agents.models import Agent, AgentVersion
+from conversations import session_events
 from conversations.models import EndUser, SessionEvent
 from conversations.models import Message as ChatMessage
 from hooks import outbox
 from kagent.egress import EgressRecord, record_in_log
 from kagent.ids import new_id
 from kagent.sql import execute
-from runs import run_events, session_events, transitions, webhook_events
+from runs import run_events, transitions, webhook_events
 from runs.models import Run, RunEvent, RunStep, ToolCall
 
 logger = logging.getLogger(__name__)

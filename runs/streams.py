@@ -33,13 +33,14 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.utils import timezone
 
+from conversations import session_events
 from kagent.clients import client_address
 from kagent.errors import OUTAGES
 from kagent.models import ApiKey
+from kagent.pubsub import Event, redis_client
 from kagent.throttle import RateLimited
-from runs import run_events, session_events
+from runs import run_events
 from runs.models import Run
-from runs.pubsub import Event, redis_client
 from runs.services import run_purge
 
 KEEPALIVE_S = 15.0
@@ -277,8 +278,8 @@ class RunSource:
 
 @dataclass
 class SessionSource:
-    """A conversation's events: every one of them wakes its streams (runs/session_events.py); a conversation never
-    ends for good (a closed one opens again), so its stream ends only by its time limit."""
+    """A conversation's events: every one of them wakes its streams (conversations/session_events.py); a
+    conversation never ends for good (a closed one opens again), so its stream ends only by its time limit."""
 
     session_id: str
 

@@ -3,7 +3,7 @@ the outbox of `hooks`: the objects exactly as the API renders them. The desk's e
 
 A run's event is recorded by the engine's own statements (`runs/store.py`, `runs/run_events.py`) with the run as it
 was at the event (`run_data`, rendered before the statement); one recorded without it is rendered when dispatched
-(`run_event_data`). The conversation's events: runs/session_events.py. Test-panel
+(`run_event_data`). The conversation's events: conversations/session_events.py. Test-panel
 (sandbox) runs are never recorded. A `store: false` run sends ids and statuses only: its input, output, required
 action and metadata are left empty, whatever is still stored.
 """
@@ -14,10 +14,11 @@ import copy
 from typing import Any
 
 from conversations.models import Session
+from conversations.resources import SESSION
 from hooks import outbox
 from hooks.models import WebhookEvent
 from runs.models import Run
-from runs.resources import RUN, SESSION
+from runs.resources import RUN
 
 # Each run event names the status it reports: `run.completed` is the run as `completed`.
 STATUS_OF_EVENT = {name: Run.Status(name.removeprefix("run.")) for name in sorted(outbox.RUN_EVENT_TYPES)}

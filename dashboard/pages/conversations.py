@@ -13,18 +13,19 @@ from django.http import HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
+from conversations import services as conversation_state
+from conversations import session_events
 from conversations.models import Message, Session
+from conversations.resources import MESSAGE
 from dashboard.access import MemberRequest, member_page
 from dashboard.problems import Problems, problems_from
 from desk import selectors as desk_selectors
 from kagent.errors import ApiError
 from kagent.models import User
 from kagent.throttle import RateLimited
-from runs import conversation as conversation_state
-from runs import selectors, session_events, streams
+from runs import selectors, streams
 from runs import services as run_services
 from runs.apis import MESSAGE_CREATE, SESSION_UPDATE
-from runs.resources import MESSAGE
 
 AUTHOR_MAX = run_services.AUTHOR_MAX
 REPLY_FIELDS = ("$.content",)

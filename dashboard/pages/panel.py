@@ -21,6 +21,7 @@ from django.urls import reverse
 from agents.config import validate_config
 from agents.models import Agent
 from agents.selectors import agent_get
+from conversations.identity import EndUserClaim
 from conversations.models import Session
 from dashboard.access import MemberRequest, member_page
 from dashboard.pages.desk import decide_from_post
@@ -30,7 +31,6 @@ from kagent.errors import ApiError, NotFound
 from runs import run_events, selectors, services
 from runs.apis import RUN_CREATE, SUBMIT_TOOL_OUTPUTS, render_step
 from runs.approvals import APPROVE_TOOL_CALLS
-from runs.identity import EndUserClaim
 from runs.models import Run
 from tools.builtins import all_builtins
 from tools.selectors import http_tool_list, mcp_granted

@@ -12,11 +12,11 @@ import pytest
 from playwright.sync_api import expect
 
 from agents.services import agent_create, agent_publish
+from conversations.identity import EndUserClaim
 from conversations.models import Session
 from desk.models import Ticket
 from fakes.llm import calls, text
 from runs import engine
-from runs.identity import EndUserClaim
 from runs.models import Run, ToolCall
 from runs.services import run_create, session_create
 from tests.conftest import Tenant, wait_for

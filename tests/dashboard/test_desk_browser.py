@@ -14,8 +14,9 @@ import pytest
 from playwright.sync_api import expect
 
 from conversations.models import Session
-from runs import pubsub, streams
+from kagent import pubsub
 from runs import services as run_services
+from runs import streams
 from tests.conftest import Tenant, wait_for
 from tests.dashboard.conftest import new_page, screenshot
 from tests.dashboard.test_browser import nav, no_sideways_scroll, sign_in

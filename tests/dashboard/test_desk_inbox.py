@@ -16,12 +16,13 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents.services import agent_create, agent_publish
+from conversations import services as conversation
+from conversations.identity import EndUserClaim
 from conversations.models import Message, Session, SessionEvent
 from desk.models import Handoff
 from fakes.llm import calls, text
-from runs import conversation, engine, streams
+from runs import engine, streams
 from runs import services as run_services
-from runs.identity import EndUserClaim
 from runs.services import panel_session_create, run_create, session_create
 from tests.conftest import Tenant
 from tests.dashboard.test_pages import signed_in

@@ -8,8 +8,8 @@ import time
 import jwt
 import pytest
 
+from conversations.identity import MAX_TOKEN_LIFETIME_S
 from fakes.llm import text
-from runs.identity import MAX_TOKEN_LIFETIME_S
 from tests.kagent.test_auth import error
 
 pytestmark = pytest.mark.django_db

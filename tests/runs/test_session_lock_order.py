@@ -52,8 +52,8 @@ def test_a_conversations_events_commit_in_the_order_of_their_ids(alice: Any, mon
 
     from django.db import connection, transaction
 
+    from conversations import session_events
     from conversations.models import SessionEvent
-    from runs import session_events
 
     setup = new_message_race(alice.project, monkeypatch)
     run, session = setup.run, setup.session

@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from fakes.llm import text
+from kagent import pubsub
 from kagent.models import ApiKey
-from runs import pubsub
 from tests.conftest import database_url_for_subprocess, make_tenant, wait_for
 from tests.runs.test_run_events_live import _free_port, publish
 

@@ -11,8 +11,8 @@ from typing import Any
 from django.db import transaction
 
 from conversations.models import Session
+from conversations.session_events import record_updated
 from kagent.errors import Unprocessable
-from runs.session_events import record_updated
 from tools import builtins
 
 

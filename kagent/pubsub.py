@@ -1,7 +1,7 @@
 """What the event streams share: the Redis client their wake-ups go through, and an event as a stream sends it.
 
-A run's events (runs/run_events.py) and a conversation's (runs/session_events.py) are rows read back in order; a
-stream is woken on Redis pub/sub when one is written (runs/streams.py)."""
+A run's events (runs/run_events.py) and a conversation's (conversations/session_events.py) are rows read back in
+order; a stream is woken on Redis pub/sub when one is written (runs/streams.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,6 @@ from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
-
-from runs.models import RunEvent
-
-T = RunEvent.Type
-# A run's stream ends after one of these (a conversation's never ends by an event).
-CLOSING = frozenset({T.REQUIRES_ACTION, T.COMPLETED, T.FAILED, T.CANCELLED})
 
 
 def redis_client() -> Any:
@@ -36,10 +30,7 @@ class Event:
     id: int
     type: str
     data: dict[str, Any]
-
-    @property
-    def closes(self) -> bool:
-        return self.type in CLOSING
+    closes: bool = False  # the stream ends after it (a run's terminal event or pause; a conversation's never)
 
     def sse(self) -> bytes:
         payload = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))

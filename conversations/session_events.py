@@ -32,10 +32,10 @@ from typing import Any
 from django.db import transaction
 
 from conversations.models import Message, Session, SessionEvent
+from conversations.resources import MESSAGE, SESSION
 from hooks import outbox
+from kagent.pubsub import Event, redis_client
 from kagent.sql import execute
-from runs.pubsub import Event, redis_client
-from runs.resources import MESSAGE, SESSION
 
 logger = logging.getLogger(__name__)
 
