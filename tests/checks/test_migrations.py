@@ -8,7 +8,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from checks.models import Check, CheckRun
-from tests.conversations.test_migrations import migrate, migrate_to_the_latest
+from tests.migrations import migrate, migrate_to_the_latest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -5,12 +5,12 @@ writes them; the run and the desk still point at them."""
 from __future__ import annotations
 
 import pytest
-from django.db import IntegrityError, connection, transaction
-from django.db.migrations.executor import MigrationExecutor
+from django.db import IntegrityError, transaction
 
 from conversations.models import EndUser, Message, Segment, Session, SessionEvent
 from desk.models import Handoff
 from runs.models import Run
+from tests.migrations import migrate, migrate_to_the_latest, schema
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,48 +19,14 @@ BEFORE_STATE = [("runs", "0017_quoted_tool_call_steps"), ("desk", "0001_initial"
 TABLES = ("runs_enduser", "runs_session", "runs_segment", "runs_message", "runs_sessionevent", "runs_run")
 
 
-def migrate(targets, state):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(state).apps
-
-
-def migrate_to_the_latest() -> None:
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
-
-
-def schema() -> list[tuple[object, ...]]:
-    """The tables as PostgreSQL has them: columns, then constraints, then indexes."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT table_name, column_name, data_type, is_nullable, character_maximum_length "
-            "FROM information_schema.columns WHERE table_name = ANY(%s) ORDER BY 1, 2",
-            [list(TABLES)],
-        )
-        columns = cursor.fetchall()
-        cursor.execute(
-            "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid), condeferrable FROM pg_constraint "
-            "WHERE conrelid::regclass::text = ANY(%s) ORDER BY 1, 2",
-            [list(TABLES)],
-        )
-        constraints = cursor.fetchall()
-        cursor.execute(
-            "SELECT tablename, indexname, indexdef FROM pg_indexes WHERE tablename = ANY(%s) ORDER BY 1, 2",
-            [list(TABLES)],
-        )
-        return columns + constraints + cursor.fetchall()
-
-
 def test_a_conversation_made_before_the_move_is_the_conversations_apps_after_it(alice):
     from agents.services import agent_create
 
     agent = agent_create(project=alice.project, name="A")
-    after = schema()
+    after = schema(TABLES)
     apps = migrate(BEFORE, BEFORE_STATE)
     try:
-        assert schema() == after  # nothing to undo either: no SQL either way
+        assert schema(TABLES) == after  # nothing to undo either: no SQL either way
         project = alice.project.pk
         end_user = apps.get_model("runs", "EndUser").objects.create(project_id=project, external_id="cust-42")
         session = apps.get_model("runs", "Session").objects.create(
@@ -79,7 +45,7 @@ def test_a_conversation_made_before_the_move_is_the_conversations_apps_after_it(
         )
 
         migrate_to_the_latest()
-        assert schema() == after
+        assert schema(TABLES) == after
         assert EndUser.objects.get(pk=end_user.pk).external_id == "cust-42"
         moved = Session.objects.get(pk=session.pk)
         assert (moved.status, moved.end_user_id) == ("handed_off", end_user.pk)
