@@ -26,12 +26,13 @@ from agents.services import agent_publish
 from checks.models import Check, CheckRun
 from conversations.identity import EndUserClaim
 from conversations.models import Session
+from conversations.services import panel_session_create
 from kagent import broker
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
 from kagent.models import Project
 from runs import engine
 from runs.models import Run, ToolCall
-from runs.services import panel_session_create, run_create
+from runs.services import run_create
 
 logger = logging.getLogger(__name__)
 

@@ -27,15 +27,18 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
+from django.http.response import HttpResponseBase
 
 from conversations.models import Message, Session, SessionEvent
 from conversations.resources import MESSAGE, SESSION
 from hooks import outbox
 from kagent.pubsub import Event, redis_client
 from kagent.sql import execute
+from kagent.streams import StreamPlaces, response
 
 logger = logging.getLogger(__name__)
 
@@ -153,3 +156,26 @@ def relayed_sql(source: str, *, message_param: str) -> str:
         f"JOIN runs_session AS relayed ON relayed.id = {source}.session_id "
         f"WHERE relayed.handed_off_at IS NOT NULL AND NOT relayed.is_test AND {source}.store"
     )
+
+
+@dataclass
+class SessionSource:
+    """A conversation's events, for its stream (kagent/streams.py): every one of them wakes its streams; a
+    conversation never ends for good (a closed one opens again), so its stream ends only by its time limit."""
+
+    session_id: str
+
+    @property
+    def channel(self) -> str:
+        return channel(self.session_id)
+
+    def next(self, last: int) -> tuple[list[Event], bool]:
+        return after(self.session_id, last), False
+
+    def follow(self, *, first: bool) -> None:
+        pass
+
+
+def session_event_stream(session_id: str, places: StreamPlaces, *, after: int) -> HttpResponseBase:
+    """The conversation's events from `after` on, as Server-Sent Events (SPEC §4 "Live handoff")."""
+    return response(SessionSource(session_id), places, after=after)

@@ -14,6 +14,7 @@ urlpatterns = [
     path("egress_events", apis.EgressEventListApi.as_view()),
     path("", include("agents.urls")),
     path("", include("tools.urls")),
+    path("", include("conversations.urls")),
     path("", include("runs.urls")),
     path("", include("desk.urls")),
     path("", include("checks.urls")),

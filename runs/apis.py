@@ -1,6 +1,6 @@
-"""`/v1/sessions…` and `/v1/runs…` (the desk's `/v1/tickets…`, `/v1/handoffs…`: desk/apis.py). Each operation
-parses its body, calls one service or selector, renders. Publishable keys may create sessions and runs and use their
-own."""
+"""`/v1/runs…` (a conversation's `/v1/sessions…`: conversations/apis.py; the desk's `/v1/tickets…`, `/v1/handoffs…`:
+desk/apis.py). Each operation parses its body, calls one service or selector, renders. Publishable keys may create
+runs and use their own."""
 
 from __future__ import annotations
 
@@ -19,9 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.mediatypes import media_type_matches
 
-from conversations import services as conversation
-from conversations.identity import EndUserClaim
-from conversations.resources import MESSAGE, SESSION
+from conversations.apis import END_USER, END_USER_TOKEN, METADATA, TIME_FILTERS, end_user_claim, end_user_token
 from kagent import throttle
 from kagent.api import (
     ProjectApi,
@@ -32,299 +30,17 @@ from kagent.api import (
     param_time,
 )
 from kagent.clients import client_address
-from kagent.errors import OUTAGES, ApiError, Unprocessable
+from kagent.errors import OUTAGES, Unprocessable
 from kagent.inputs import Input
 from kagent.models import ApiKey
 from kagent.openapi import empty_is_unset, list_of
+from kagent.streams import EventStreamApi, StreamPlaces, owner_of
 from runs import approvals, selectors, services, streams
 from runs.models import Run, RunStep, ToolCall
 from runs.resources import MODEL_STEP, RUN, RUN_STEP, TOOL_CALL_STEP, for_browser
 
 MAX_INPUT = 20_000
 MAX_WAIT = 30.0
-
-# --- shared body fields -------------------------------------------------------------------------------------------
-
-END_USER = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["external_id"],
-    "properties": {"external_id": {"type": "string"}, "traits": {"type": ["object", "null"]}},
-    "description": "A verified end user, named by the business's server (secret keys only).",
-    "x-code": "invalid_end_user",
-    "x-message": 'end_user is {"external_id": …, "traits": {…}}.',
-}
-END_USER_TOKEN = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": 8192,
-    "description": "A JWT (HS256) signed with the project's end-user secret: `sub` = external id, optional "
-    "`traits`, required `exp`.",
-    "x-code": "invalid_end_user_token",
-    "x-message": "end_user_token is a JWT string.",
-}
-METADATA = {
-    "type": "object",
-    "maxProperties": 50,
-    "propertyNames": {"minLength": 1, "maxLength": 64},
-    "additionalProperties": {"type": ["string", "number", "boolean", "null"], "maxLength": 500},
-    "default": {},
-    "x-code": "invalid_metadata",
-    "x-message": "metadata is an object with at most 50 keys.",
-    "x-messages": {
-        "propertyNames": "metadata keys are strings of 1 to 64 characters.",
-        "additionalProperties/type": "metadata values are strings, numbers, booleans or null.",
-        "additionalProperties/maxLength": "metadata values are at most 500 characters.",
-    },
-}
-
-
-TOKEN_HEADER = "X-End-User-Token"
-
-
-def end_user_token(request: Request) -> str | None:
-    """A verified end user's token on a read or an answer with a publishable key: the `X-End-User-Token` header,
-    else the `end_user_token` query parameter (a session or run of a verified end user is a 404 to a publishable
-    key without it)."""
-    token = request.headers.get(TOKEN_HEADER) or request.query_params.get("end_user_token")
-    return token.strip() if isinstance(token, str) and token.strip() else None
-
-
-def _end_user(value: dict[str, Any] | None) -> EndUserClaim | None:
-    if value is None:
-        return None
-    return EndUserClaim(external_id=value["external_id"], traits=value.get("traits"))
-
-
-class EventStreamRenderer(renderers.BaseRenderer):
-    """Lets a client ask for `text/event-stream`; the stream itself is a StreamingHttpResponse, and an error before
-    it starts is the usual error JSON."""
-
-    media_type = "text/event-stream"
-    format = "sse"
-    charset = "utf-8"
-
-    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-# --- sessions -----------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SessionCreate:
-    agent: str
-    end_user: dict[str, Any] | None
-    end_user_token: str | None
-    metadata: dict[str, Any]
-
-
-SESSION_CREATE = Input(
-    {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["agent"],
-        "properties": {
-            "agent": {"type": "string", "x-message": "agent is required: the id of the agent to talk to."},
-            "end_user": END_USER,
-            "end_user_token": END_USER_TOKEN,
-            "metadata": METADATA,
-        },
-    },
-    SessionCreate,
-)
-
-
-class SessionCreateApi(ProjectApi):
-    publishable_allowed = True
-
-    @extend_schema(operation_id="sessions_create", request=SESSION_CREATE.body, responses={201: SESSION.ref})
-    def post(self, request: Request) -> Response:
-        body = SESSION_CREATE.parse(request.data)
-        session = services.session_create(
-            project=self.project,
-            api_key=self.api_key,
-            agent_id=body.agent,
-            end_user=_end_user(body.end_user),
-            end_user_token=body.end_user_token,
-            metadata=body.metadata,
-        )
-        return Response(SESSION.render(session), status=status.HTTP_201_CREATED)
-
-
-def _secret_only(key: ApiKey, what: str) -> None:
-    if not key.is_secret:
-        raise ApiError("publishable_key_not_allowed", f"{what} with a secret key, on your server.", status=403)
-
-
-@dataclass(frozen=True)
-class SessionUpdate:
-    status: str
-
-
-SESSION_UPDATE = Input(
-    {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["status"],
-        "properties": {
-            "status": {
-                "enum": ["open", "closed"],
-                "description": "open: hand the conversation back to the agent; closed: close it",
-                "x-message": 'status is "open" (hand the conversation back to the agent) or "closed".',
-            }
-        },
-    },
-    SessionUpdate,
-)
-
-
-class SessionDetailApi(ProjectApi):
-    publishable_allowed = True
-
-    @extend_schema(operation_id="sessions_retrieve", responses={200: SESSION.ref})
-    def get(self, request: Request, session_id: str) -> Response:
-        session = selectors.session_get(
-            project=self.project, session_id=session_id, key=self.api_key, end_user_token=end_user_token(request)
-        )
-        return Response(SESSION.render(session))
-
-    @extend_schema(
-        operation_id="sessions_update",
-        request=SESSION_UPDATE.body,
-        responses={200: SESSION.ref},
-        description="The team hands the conversation back to the agent (`open`: its open handoffs close, the next "
-        "run's history holds what the customer and the team said meanwhile) or closes it (`closed`). Secret keys "
-        "only.",
-    )
-    def patch(self, request: Request, session_id: str) -> Response:
-        # Looked up first, as every read: another's conversation is a 404 to any key, whatever the body.
-        session = selectors.session_get(
-            project=self.project, session_id=session_id, key=self.api_key, end_user_token=end_user_token(request)
-        )
-        _secret_only(self.api_key, "Hand a conversation back or close it")
-        body = SESSION_UPDATE.parse(request.data)
-        return Response(SESSION.render(conversation.session_update(session=session, status=body.status)))
-
-
-@dataclass(frozen=True)
-class MessageCreate:
-    role: str
-    content: str
-    author: str | None
-
-
-MESSAGE_CREATE = Input(
-    {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["role", "content"],
-        "properties": {
-            "role": {
-                "enum": ["user", "team"],
-                "description": "team: a person of the business (secret key); user: the customer (secret key, or the "
-                "publishable key with the session's own end user's token)",
-                "x-message": 'role is "team" (a person of your team) or "user" (the customer).',
-            },
-            "content": {
-                "type": "string",
-                "description": f"at most {MAX_INPUT} characters (422 `input_too_large`)",
-                "x-message": "content is the message's text.",
-            },
-            "author": {
-                "type": ["string", "null"],
-                "maxLength": 100,
-                "description": "a team message's writer as the customer sees it (a first name, the team's name)",
-                "x-message": "author is a name of at most 100 characters.",
-            },
-        },
-    },
-    MessageCreate,
-)
-
-
-class SessionMessagesApi(ProjectApi):
-    publishable_allowed = True
-
-    @extend_schema(operation_id="sessions_messages_list", responses=list_of(MESSAGE.ref))
-    def get(self, request: Request, session_id: str) -> Response:
-        session = selectors.session_get(
-            project=self.project, session_id=session_id, key=self.api_key, end_user_token=end_user_token(request)
-        )
-        return Response(paginate(request, selectors.session_messages(session=session), MESSAGE.render))
-
-    @extend_schema(
-        operation_id="sessions_messages_create",
-        request=MESSAGE_CREATE.body,
-        responses={201: MESSAGE.ref},
-        description="Writes into the conversation (a live handoff): `team`, a person of the business (secret key; a "
-        "conversation the agent holds goes to the team, its open run superseded); `user`, the customer (never starts "
-        "a run: while the team holds the conversation, its messages are for the team). 409 `session_handed_off` "
-        "answers `POST /v1/runs` on a conversation the team holds.",
-    )
-    def post(self, request: Request, session_id: str) -> Response:
-        # Looked up first, as every read: another's conversation is a 404 to any key, whatever the body.
-        session = selectors.session_get(
-            project=self.project, session_id=session_id, key=self.api_key, end_user_token=end_user_token(request)
-        )
-        body = MESSAGE_CREATE.parse(request.data)
-        if body.role == "team":
-            _secret_only(self.api_key, "The team writes into a conversation")
-        else:
-            throttle.customer_message(self.api_key, address=client_address(request))
-        message = services.session_message_create(
-            session=session, role=body.role, content=body.content, author=body.author or ""
-        )
-        return Response(MESSAGE.render(message), status=status.HTTP_201_CREATED)
-
-
-SESSION_EVENTS_DESCRIPTION = (
-    "Server-Sent Events of the conversation: `event:` session.message.created (`data:` the message: the customer's, "
-    "the agent's, the team's) and session.updated (`data:` the session, e.g. handed to the team or back). `id:` "
-    "resume after it with Last-Event-ID. A comment every 15 s keeps it open; it ends after a few minutes (an "
-    "EventSource reconnects by itself and resumes). The same credentials as the session's messages."
-)
-
-
-class EventStreamApi(ProjectApi):
-    """An event stream's operation (a run's, a conversation's): publishable keys allowed, Server-Sent Events or the
-    error JSON. `opened` is where it resumes and the places it holds while open."""
-
-    publishable_allowed = True
-    renderer_classes = [renderers.JSONRenderer, EventStreamRenderer]
-    PARAMETERS = [
-        OpenApiParameter("Last-Event-ID", str, OpenApiParameter.HEADER, description="resume after this event"),
-        OpenApiParameter("last_event_id", int, description="the same, for clients that can't set headers"),
-    ]
-
-    def handle_exception(self, exc: Exception) -> Response:
-        # An error is the error JSON and says so, even to a client that asked for text/event-stream (found by the
-        # fuzzer: a 404 went out labelled as an event stream).
-        response = super().handle_exception(exc)
-        self.request.accepted_renderer = renderers.JSONRenderer()
-        self.request.accepted_media_type = "application/json"
-        return response
-
-    def opened(self, request: Request) -> tuple[int, streams.StreamPlaces]:
-        return streams.resume_after(request), streams.StreamPlaces.take(
-            request, streams.owner_of(request, self.api_key)
-        )
-
-
-class SessionEventsApi(EventStreamApi):
-    @extend_schema(
-        operation_id="sessions_events",
-        parameters=EventStreamApi.PARAMETERS,
-        responses={(200, "text/event-stream"): OpenApiResponse(description=SESSION_EVENTS_DESCRIPTION)},
-        description=SESSION_EVENTS_DESCRIPTION,
-    )
-    def get(self, request: Request, session_id: str) -> HttpResponseBase:
-        session = selectors.session_get(
-            project=self.project, session_id=session_id, key=self.api_key, end_user_token=end_user_token(request)
-        )
-        after, places = self.opened(request)
-        return streams.session_event_stream(session.pk, places, after=after)
-
 
 # --- runs ---------------------------------------------------------------------------------------------------------
 
@@ -522,7 +238,7 @@ class RunCreateApi(ProjectApi):
         idempotency = _idempotency(request, key, data)
         throttle.run_start(key, address=client_address(request))
         sandbox, run_real_actions = _sandbox(body)
-        places = streams.StreamPlaces.take(request, streams.owner_of(request, key)) if body.stream else None
+        places = StreamPlaces.take(request, owner_of(request, key)) if body.stream else None
         try:
             run, replayed = RunCreateApi._run_create(request, key, body, sandbox, run_real_actions, idempotency)
         except BaseException:
@@ -533,7 +249,7 @@ class RunCreateApi(ProjectApi):
         if places is not None:
             response = streams.event_stream(run, places, after=0, full_steps=key.is_secret)
         elif body.wait:
-            owner = streams.owner_of(request, key)
+            owner = owner_of(request, key)
             settled = streams.wait_settled(run.pk, owner, body.wait, followed_until=run.followed_until)
             try:
                 run.refresh_from_db()
@@ -572,7 +288,7 @@ class RunCreateApi(ProjectApi):
             text=body.input,
             version=body.version,
             session_id=body.session,
-            end_user=_end_user(body.end_user),
+            end_user=end_user_claim(body.end_user),
             end_user_token=body.end_user_token,
             store=body.store,
             allow_actions=body.allow_actions,
@@ -786,34 +502,17 @@ class RunCancelApi(ProjectApi):
 # --- lists of runs and sessions -------------------------------------------------------------------------------
 # The filters are read here once, for the API and for the dashboard's filter forms alike.
 
-_TIME_FILTERS = [
-    OpenApiParameter("created_after", str, description="Unix seconds, or an ISO 8601 date / date-time (UTC)"),
-    OpenApiParameter("created_before", str, description="Unix seconds, or an ISO 8601 date / date-time (UTC)"),
-]
 RUN_FILTERS = [
     OpenApiParameter("agent", str, description="an agent id"),
     OpenApiParameter("status", str, enum=[s.value for s in Run.Status]),
     OpenApiParameter("end_user", str, description="the end user's external id"),
-    *_TIME_FILTERS,
+    *TIME_FILTERS,
     OpenApiParameter("sandbox", bool, description="true: test-panel runs only; false: customers' runs only"),
     OpenApiParameter("session", str, description="a session id"),
 ]
-SESSION_FILTERS = [
-    OpenApiParameter("agent", str, description="an agent id"),
-    OpenApiParameter(
-        "status",
-        str,
-        enum=list(selectors.SESSION_STATUSES),
-        description="handed_off while one of its handoffs is open; closed once the team closed its last handoff",
-    ),
-    OpenApiParameter("flagged", bool),
-    OpenApiParameter("end_user", str, description="the end user's external id"),
-    *_TIME_FILTERS,
-    OpenApiParameter("include_tests", bool, description="include test-panel sessions (off by default)"),
-]
 
 
-empty_is_unset("runs_list", "sessions_list")  # read with kagent.api.param_*
+empty_is_unset("runs_list")  # read with kagent.api.param_*
 
 
 def run_filters(params: Mapping[str, str]) -> dict[str, Any]:
@@ -826,19 +525,6 @@ def run_filters(params: Mapping[str, str]) -> dict[str, Any]:
         "created_before": param_time(params, "created_before"),
         "sandbox": param_bool(params, "sandbox"),
         "session_id": param_text(params, "session", max_length=40),
-    }
-
-
-def session_filters(params: Mapping[str, str]) -> dict[str, Any]:
-    """`GET /v1/sessions`'s query parameters as `selectors.session_list`'s keyword arguments."""
-    return {
-        "agent_id": param_text(params, "agent", max_length=40),
-        "status": param_choice(params, "status", selectors.SESSION_STATUSES),
-        "flagged": param_bool(params, "flagged"),
-        "end_user": param_text(params, "end_user"),
-        "created_after": param_time(params, "created_after"),
-        "created_before": param_time(params, "created_before"),
-        "include_tests": bool(param_bool(params, "include_tests")),
     }
 
 
@@ -862,23 +548,3 @@ class RunListCreateApi(RunCreateApi):
             **run_filters(request.query_params),
         )
         return Response(paginate(request, runs, lambda run: _deliver(run, self.api_key)))
-
-
-class SessionListCreateApi(SessionCreateApi):
-    """`/v1/sessions`: `GET` here, `POST` as SessionCreateApi has it."""
-
-    @extend_schema(
-        operation_id="sessions_list",
-        parameters=SESSION_FILTERS,
-        responses=list_of(SESSION.ref),
-        description="Newest first. A publishable key lists only the sessions it created for the verified end user "
-        "whose end_user_token it sends (none without one).",
-    )
-    def get(self, request: Request) -> Response:
-        sessions = selectors.session_list(
-            project=self.project,
-            key=self.api_key,
-            end_user_token=end_user_token(request),
-            **session_filters(request.query_params),
-        )
-        return Response(paginate(request, sessions, SESSION.render))

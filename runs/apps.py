@@ -7,6 +7,9 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         import runs.builtins  # noqa: F401  (binds flag_conversation's and search_knowledge's executors)
-        from runs import webhook_events
+        from conversations.services import bind_open_runs
+        from runs import services, webhook_events
 
         webhook_events.register()  # how `hooks` renders a run's events when it dispatches them
+        # A team message on a conversation the agent holds supersedes the run still open there.
+        bind_open_runs(services.supersede_open_runs)

@@ -1,72 +1,23 @@
-"""Reads for sessions and runs (the desk's: desk/selectors.py). Every read takes the project; a publishable key
-(`key`) sees only what it created, while the project's secret key and its dashboard (`key=None`) see all of the
-project's. A publishable key reads a verified end user's session or run only with that user's `end_user_token`
-(else it is a 404: a browser that holds the key but not the user's token learns nothing)."""
+"""Reads for runs (a conversation's: conversations/selectors.py; the desk's: desk/selectors.py), with the same
+visibility: a publishable key sees only what it created, and a verified end user's run only with that user's
+`end_user_token`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Model, Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.db.models.functions import TruncDate
 
 from agents.models import Agent, AgentVersion
-from conversations.identity import token_external_id
-from conversations.models import EndUser, Message, Session
+from conversations.selectors import token_proves, visible
 from kagent.errors import NotFound
 from kagent.models import ApiKey, Project
 from kagent.selectors import filter_given
 from runs.models import Run, RunStep, ToolCall
-
-M = TypeVar("M", bound=Model)
-
-
-def _visible(
-    queryset: QuerySet[M], key: ApiKey | None, project: Project | None = None, end_user_token: str | None = None
-) -> QuerySet[M]:
-    """What `key` may list of a queryset of sessions or runs: everything for a secret key or the dashboard; for a
-    publishable key what it created for the verified end user whose token it sends, and nothing without one."""
-    if key is None or key.is_secret:
-        return queryset
-    # Every visitor of the business's site holds the publishable key: a list of what the key made would show each
-    # visitor everyone's anonymous conversations. A publishable key lists one verified end user's, with their token.
-    subject = token_external_id(project, end_user_token) if project is not None and end_user_token else None
-    if subject is None:
-        return queryset.none()
-    return queryset.filter(created_by_key=key, end_user__external_id=subject)
-
-
-def _token_proves(project: Project, key: ApiKey | None, end_user: EndUser | None, token: str | None) -> bool:
-    """Whether the caller may see an object of `end_user`: always with a secret key or the dashboard, and for a
-    publishable key only with a valid token of that very user."""
-    if key is None or key.is_secret or end_user is None:
-        return True
-    return token is not None and token_external_id(project, token) == end_user.external_id
-
-
-def session_get(
-    *,
-    project: Project,
-    session_id: str,
-    key: ApiKey | None = None,
-    end_user_token: str | None = None,
-    check_end_user: bool = True,
-) -> Session:
-    """`check_end_user=False` is for run creation, which checks the token itself and says what is wrong."""
-    sessions = Session.objects.filter(project=project, pk=session_id)
-    if key is not None and not key.is_secret:
-        sessions = sessions.filter(created_by_key=key)
-    session = sessions.select_related("end_user").first()
-    if session is None or (check_end_user and not _token_proves(project, key, session.end_user, end_user_token)):
-        raise NotFound("No session with that id in this project.")
-    return session
-
-
-def session_messages(*, session: Session) -> QuerySet[Message]:
-    return Message.objects.filter(session=session, project_id=session.project_id)
 
 
 def run_get(*, project: Project, run_id: str, key: ApiKey | None = None, end_user_token: str | None = None) -> Run:
@@ -74,7 +25,7 @@ def run_get(*, project: Project, run_id: str, key: ApiKey | None = None, end_use
     if key is not None and not key.is_secret:
         runs = runs.filter(created_by_key=key)
     run = runs.select_related("end_user").first()
-    if run is None or not _token_proves(project, key, run.end_user, end_user_token):
+    if run is None or not token_proves(project, key, run.end_user, end_user_token):
         raise NotFound("No run with that id in this project.")
     return run
 
@@ -102,7 +53,7 @@ def run_list(
     """The project's runs (a publishable key: only its own), filtered. `end_user` is the end user's external id;
     `sandbox` None: test-panel runs and customers' runs alike."""
     return filter_given(
-        _visible(Run.objects.filter(project=project), key, project, end_user_token).select_related("agent", "end_user"),
+        visible(Run.objects.filter(project=project), key, project, end_user_token).select_related("agent", "end_user"),
         agent_id=agent_id,
         status=status,
         end_user__external_id=end_user,
@@ -111,43 +62,6 @@ def run_list(
         sandbox=sandbox,
         session_id=session_id,
     )
-
-
-SESSION_STATUSES = ("open", "handed_off", "closed")
-
-
-def session_list(
-    *,
-    project: Project,
-    key: ApiKey | None = None,
-    end_user_token: str | None = None,
-    agent_id: str | None = None,
-    status: str | None = None,
-    flagged: bool | None = None,
-    end_user: str | None = None,
-    created_after: datetime | None = None,
-    created_before: datetime | None = None,
-    include_tests: bool = False,
-) -> QuerySet[Session]:
-    """The project's sessions, filtered (`status=handed_off&flagged=true`: what needs a person). Test-panel
-    sessions only with `include_tests`."""
-    return filter_given(
-        _visible(Session.objects.filter(project=project), key, project, end_user_token).select_related(
-            "agent", "end_user"
-        ),
-        is_test=None if include_tests else False,
-        agent_id=agent_id,
-        status=status,
-        flagged=flagged,
-        end_user__external_id=end_user,
-        created_at__gt=created_after,
-        created_at__lt=created_before,
-    )
-
-
-def session_status(session: Session) -> str:
-    """`open`, `handed_off` (while a handoff of it is open) or `closed` (the team closed its last handoff)."""
-    return session.status
 
 
 def run_timeline(*, run: Run) -> list[RunStep | ToolCall]:

@@ -1,4 +1,5 @@
-"""Writes for sessions and runs: create, submit tool outputs, cancel, expire, sweep, purge."""
+"""Writes for runs: create, submit tool outputs, cancel, expire, sweep, purge (a conversation's own:
+conversations/services.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from conversations import session_events
 from conversations.identity import EndUserClaim, Identity, identity_resolve
 from conversations.models import Message as ChatMessage
 from conversations.models import Segment, Session, SessionEvent
+from conversations.selectors import session_get
 from kagent.errors import ApiError, Conflict, NotFound, Unprocessable
 from kagent.models import ApiKey, Project
 from llm.types import Message
@@ -34,7 +36,6 @@ from runs.approvals import APPROVE_TOOL_CALLS, approvals_closed, expire_approval
 from runs.engine import client_output_shown
 from runs.models import Run, RunEvent, RunStep, ToolCall
 from runs.queue import enqueue_run, runs_waiting
-from runs.selectors import session_get
 from tools.models import HttpTool
 from tools.selectors import mcp_granted
 from tools.toolset import ToolSetFacts, tool_set_build, tool_set_json, without_client_tools
@@ -46,26 +47,6 @@ HISTORY_MESSAGES = 20
 CLIENT_OUTPUT_MAX_BYTES = 16 * 1024
 # A queued run nobody claimed for this long lost its queue message (e.g. a broker restart): send it again.
 UNREAD_PURGE_AFTER = timedelta(minutes=10)
-
-
-# --- sessions ---------------------------------------------------------------------------------------------------
-
-
-def session_create(
-    *,
-    project: Project,
-    api_key: ApiKey | None,
-    agent_id: str,
-    end_user: EndUserClaim | None = None,
-    end_user_token: str | None = None,
-    metadata: dict[str, Any] | None = None,
-) -> Session:
-    """A conversation with one end user. `api_key` None: the dashboard."""
-    agent = agent_get(project=project, agent_id=agent_id)
-    identity = identity_resolve(project=project, api_key=api_key, end_user=end_user, end_user_token=end_user_token)
-    return Session.objects.create(
-        project=project, agent=agent, end_user=identity.end_user, created_by_key=api_key, metadata=metadata or {}
-    )
 
 
 def _session_for_run(
@@ -87,63 +68,7 @@ def _session_for_run(
     return session
 
 
-MESSAGE_MAX = 20_000
-AUTHOR_MAX = 100
-
-
-def _text(value: str, *, name: str, limit: int) -> str:
-    if not value.strip():
-        message = "Write the message first." if name == "content" else f"{name} can't be empty."
-        raise Unprocessable("invalid_request", message, details=[{"path": f"$.{name}", "message": "empty"}])
-    if len(value) > limit:
-        raise Unprocessable(
-            "input_too_large" if name == "content" else "invalid_request",
-            f"The {'message' if name == 'content' else name} can be at most {limit:,} characters long.",
-            details=[{"path": f"$.{name}", "message": f"at most {limit} characters"}],
-        )
-    return value
-
-
-def session_message_create(*, session: Session, role: str, content: str, author: str = "") -> ChatMessage:
-    """A message written into the conversation, not by a run: the team's reply (`team`, signed `author`) or the
-    customer's words (`user`). A `user` message never starts a run: while the conversation is with the team it is
-    for the team (and it waits for an answer from then on). A `team` message on a conversation the agent holds
-    hands it to the team, as a handoff would: its open run is superseded, the agent keeps quiet from then on."""
-    content = _text(content, name="content", limit=MESSAGE_MAX)
-    if role == ChatMessage.Role.TEAM:
-        author = " ".join(_text(author, name="author", limit=AUTHOR_MAX).split())
-    elif author:
-        raise Unprocessable(
-            "invalid_request",
-            "author is for the team's messages; a customer's message has none.",
-            details=[{"path": "$.author", "message": "only with role team"}],
-        )
-    with transaction.atomic():
-        current = conversation.session_locked(session.pk)
-        now = timezone.now()
-        if role == ChatMessage.Role.TEAM:
-            supersede_open_runs(current)
-            conversation.to_team(current, now, waiting=False)
-            current.waiting_since = None
-        elif current.status == Session.Status.HANDED_OFF:
-            current.waiting_since = current.waiting_since or now
-        current.last_activity_at = now
-        current.save(update_fields=["waiting_since", "last_activity_at"])
-        message = ChatMessage.objects.create(
-            project_id=current.project_id, session=current, role=role, content=content, author=author, created_at=now
-        )
-        session_events.record_message(message, current)
-    return message
-
-
 # --- runs -------------------------------------------------------------------------------------------------------
-
-
-def team_notice(author: str, content: str) -> str:
-    """A team message as the model reads it in the history: what a person of the business told the customer while
-    the conversation was with the team (not the model's words, not a tool result: nothing it confirms is a fact the
-    model may repeat as done)."""
-    return f"{author or 'A person'} from the team wrote to the customer (not you; not a tool result): {content}"
 
 
 def _history(session: Session) -> list[Message]:
@@ -159,7 +84,7 @@ def _history(session: Session) -> list[Message]:
     for row in reversed(rows):
         if row["role"] == ChatMessage.Role.TEAM:
             # A person of the team wrote it, not the model: told as K-Agent's notice, never as the model's own turn.
-            history.append(Message(role="notice", content=team_notice(row["author"], row["content"])))
+            history.append(Message(role="notice", content=conversation.team_notice(row["author"], row["content"])))
             continue
         history.append(Message(role=row["role"], content=row["content"]))
         if row["role"] == ChatMessage.Role.ASSISTANT and row["unverified_claims"]:
@@ -756,15 +681,3 @@ def run_sweep() -> dict[str, int]:
         run_purge(run=run)
         counts["purged"] += 1
     return counts
-
-
-# --- the test panel ---------------------------------------------------------------------------------------------
-
-
-def panel_session_create(*, project: Project, agent_id: str, end_user: EndUserClaim | None = None) -> Session:
-    """A test-panel conversation: a session made by the dashboard, marked as a test so it stays off the desk's
-    default views (its runs are sandbox runs, whose tickets and handoffs are tests too)."""
-    session = session_create(project=project, api_key=None, agent_id=agent_id, end_user=end_user)
-    Session.objects.filter(pk=session.pk).update(is_test=True)
-    session.is_test = True
-    return session

@@ -3,10 +3,6 @@ from django.urls import path
 from runs import apis
 
 urlpatterns = [
-    path("sessions", apis.SessionListCreateApi.as_view()),
-    path("sessions/<oid:session_id>", apis.SessionDetailApi.as_view()),
-    path("sessions/<oid:session_id>/messages", apis.SessionMessagesApi.as_view()),
-    path("sessions/<oid:session_id>/events", apis.SessionEventsApi.as_view()),
     path("runs", apis.RunListCreateApi.as_view()),
     path("runs/<oid:run_id>", apis.RunDetailApi.as_view()),
     path("runs/<oid:run_id>/steps", apis.RunStepsApi.as_view()),

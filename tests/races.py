@@ -16,6 +16,7 @@ from django.db import connection, connections
 
 from agents.models import Agent
 from agents.services import agent_create, agent_publish
+from conversations import services as conversation
 from conversations.models import Session
 from kagent.models import ApiKey, Project
 from runs import services
@@ -69,7 +70,7 @@ def new_message_race(project: Project, monkeypatch: pytest.MonkeyPatch) -> NewMe
     agent_publish(agent=agent)
     key = ApiKey.objects.filter(project=project, kind=ApiKey.Kind.SECRET).first()
     assert key is not None
-    session = services.session_create(project=project, api_key=key, agent_id=agent.pk)
+    session = conversation.session_create(project=project, api_key=key, agent_id=agent.pk)
     run = services.run_create(project=project, api_key=key, agent_id=agent.pk, text="hi", session_id=session.pk)
     Run.objects.filter(pk=run.pk).update(status=Run.Status.IN_PROGRESS, claims=1)
     session_held = threading.Event()

@@ -13,8 +13,9 @@ from django.http import HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
+from conversations import selectors, session_events
 from conversations import services as conversation_state
-from conversations import session_events
+from conversations.apis import MESSAGE_CREATE, SESSION_UPDATE
 from conversations.models import Message, Session
 from conversations.resources import MESSAGE
 from dashboard.access import MemberRequest, member_page
@@ -22,12 +23,11 @@ from dashboard.problems import Problems, problems_from
 from desk import selectors as desk_selectors
 from kagent.errors import ApiError
 from kagent.models import User
+from kagent.streams import StreamPlaces, resume_after
 from kagent.throttle import RateLimited
-from runs import selectors, streams
-from runs import services as run_services
-from runs.apis import MESSAGE_CREATE, SESSION_UPDATE
+from runs import selectors as run_selectors
 
-AUTHOR_MAX = run_services.AUTHOR_MAX
+AUTHOR_MAX = conversation_state.AUTHOR_MAX
 REPLY_FIELDS = ("$.content",)
 STATUS_CHANGED = {
     Session.Status.OPEN: "Handed back to the agent: it answers the customer's next message.",
@@ -65,7 +65,7 @@ def conversation(request: MemberRequest, session_id: str) -> HttpResponse:
         {
             "last_event": last_event,
             "messages_": selectors.session_messages(session=session).order_by("created_at", "pk"),
-            "runs": selectors.run_list(project=request.project, session_id=session.pk).order_by("-pk")[:100],
+            "runs": run_selectors.run_list(project=request.project, session_id=session.pk).order_by("-pk")[:100],
             "handoffs": desk_selectors.handoff_list(project=request.project, include_tests=True).filter(
                 session=session
             ),
@@ -80,12 +80,12 @@ def conversation_events(request: MemberRequest, session_id: str) -> HttpResponse
     """The conversation's events (Server-Sent Events, as `GET /v1/sessions/{id}/events` for the secret key): its page
     adds each new message and shows each change of its status as they come."""
     session = selectors.session_get(project=request.project, session_id=session_id)
-    after = streams.resume_after(request)
+    after = resume_after(request)
     try:
-        places = streams.StreamPlaces.take(request, f"member:{request.user.pk}")
+        places = StreamPlaces.take(request, f"member:{request.user.pk}")
     except RateLimited as exc:  # the page opens it again a few seconds later
         return HttpResponse(exc.message, status=429, headers=exc.headers, content_type="text/plain")
-    return streams.session_event_stream(session.pk, places, after=after)
+    return session_events.session_event_stream(session.pk, places, after=after)
 
 
 def _page(session: Session, anchor: str = "") -> HttpResponse:
@@ -102,7 +102,7 @@ def conversation_reply(request: MemberRequest, session_id: str) -> HttpResponse:
     try:
         author = author_name(request.user)
         body = MESSAGE_CREATE.parse({"role": Message.Role.TEAM, "content": content, "author": author})
-        message = run_services.session_message_create(
+        message = conversation_state.session_message_create(
             session=session, role=body.role, content=body.content, author=body.author or ""
         )
     except ApiError as exc:

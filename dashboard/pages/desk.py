@@ -15,6 +15,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 
+from conversations import selectors as sessions
 from conversations.models import Message, Session
 from dashboard.access import MemberRequest, member_page
 from dashboard.chart import activity_chart
@@ -40,7 +41,7 @@ def inbox(*, project: Project, include_tests: bool) -> QuerySet[Session]:
     last = Message.objects.filter(session=OuterRef("pk")).order_by("-created_at", "-pk")
     said = JSONObject(role="role", author="author", content=Left("content", LAST_MESSAGE_CHARS))
     return (
-        selectors.session_list(project=project, status=Session.Status.HANDED_OFF, include_tests=include_tests)
+        sessions.session_list(project=project, status=Session.Status.HANDED_OFF, include_tests=include_tests)
         .annotate(last_message=Subquery(last.values(said=said)[:1], output_field=JSONField()))
         .order_by(F("waiting_since").asc(nulls_last=True), F("handed_off_at").asc(nulls_last=True), "pk")
     )
@@ -66,7 +67,7 @@ def desk(request: MemberRequest) -> HttpResponse:
         "tickets": desk_selectors.ticket_list(
             project=project, status=None if ticket_status == "all" else ticket_status, include_tests=include_tests
         ).order_by("-created_at")[:100],
-        "flagged": selectors.session_list(project=project, flagged=True, include_tests=include_tests).order_by(
+        "flagged": sessions.session_list(project=project, flagged=True, include_tests=include_tests).order_by(
             "-flagged_at"
         )[:100],
         "chart": activity_chart(days),

@@ -21,6 +21,8 @@ from django.urls import reverse
 from agents.config import validate_config
 from agents.models import Agent
 from agents.selectors import agent_get
+from conversations import selectors as conversation_selectors
+from conversations import services as conversation
 from conversations.identity import EndUserClaim
 from conversations.models import Session
 from dashboard.access import MemberRequest, member_page
@@ -111,7 +113,7 @@ def _session(request: MemberRequest, state: dict[str, Any]) -> Session | None:
     if not session_id:
         return None
     try:
-        return selectors.session_get(project=request.project, session_id=session_id)
+        return conversation_selectors.session_get(project=request.project, session_id=session_id)
     except NotFound:
         return None
 
@@ -199,7 +201,7 @@ def panel_send(request: MemberRequest, agent_id: str) -> HttpResponse:
         throttle.dashboard_action(request.project.pk, request.user.pk)
         if session is None or session.agent_id != agent.pk:
             claim = EndUserClaim(external_id=customer) if customer else None
-            session = services.panel_session_create(project=request.project, agent_id=agent.pk, end_user=claim)
+            session = conversation.panel_session_create(project=request.project, agent_id=agent.pk, end_user=claim)
             state.update(session=session.pk, customer=customer)
         services.run_create(
             project=request.project,

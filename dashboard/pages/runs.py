@@ -16,6 +16,7 @@ from dashboard.access import MemberRequest, member_page
 from dashboard.pages.panel import step_views
 from dashboard.problems import Problems
 from kagent.errors import ApiError
+from kagent.streams import StreamPlaces, resume_after
 from kagent.throttle import RateLimited
 from runs import run_events, selectors, services, streams
 from runs.apis import run_filters
@@ -101,9 +102,9 @@ def run_events_stream(request: MemberRequest, run_id: str) -> HttpResponseBase:
     """The run's events (Server-Sent Events, as `GET /v1/runs/{id}/events` for the secret key): the runs inspector
     and the test panel refresh on them (static/dashboard/app.js)."""
     run = selectors.run_get(project=request.project, run_id=run_id)
-    after = streams.resume_after(request)
+    after = resume_after(request)
     try:
-        places = streams.StreamPlaces.take(request, f"member:{request.user.pk}")
+        places = StreamPlaces.take(request, f"member:{request.user.pk}")
     except RateLimited as exc:  # the page refreshes every few seconds instead
         return HttpResponse(exc.message, status=429, headers=exc.headers, content_type="text/plain")
     return streams.event_stream(run, places, after=after, full_steps=True)

@@ -13,7 +13,7 @@ import pytest
 from kagent_client import Answer, ApiError, AsyncClient, Client
 
 from fakes.llm import Fault, calls, text
-from runs import streams
+from kagent import streams
 from tests.conftest import make_tenant
 from tests.runs.test_lifecycle import CART
 from tests.runs.test_lifecycle import SIZE as SIZE_ACTION

@@ -14,11 +14,12 @@ from playwright.sync_api import expect
 from agents.services import agent_create, agent_publish
 from conversations.identity import EndUserClaim
 from conversations.models import Session
+from conversations.services import session_create
 from desk.models import Ticket
 from fakes.llm import calls, text
 from runs import engine
 from runs.models import Run, ToolCall
-from runs.services import run_create, session_create
+from runs.services import run_create
 from tests.conftest import Tenant, wait_for
 from tests.dashboard.conftest import screenshot
 from tests.dashboard.test_browser import every_control_named, nav, no_sideways_scroll, sign_in

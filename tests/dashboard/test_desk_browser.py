@@ -13,10 +13,9 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
+from conversations import services as conversation
 from conversations.models import Session
-from kagent import pubsub
-from runs import services as run_services
-from runs import streams
+from kagent import pubsub, streams
 from tests.conftest import Tenant, wait_for
 from tests.dashboard.conftest import new_page, screenshot
 from tests.dashboard.test_browser import nav, no_sideways_scroll, sign_in
@@ -58,7 +57,7 @@ def test_the_team_answers_a_handed_off_conversation_live(team_member, live_serve
     alice = team_member
     session = handed_off(alice, fake_llm, customer="cust-42", script="live")
     answered = handed_off(alice, fake_llm, customer=None, script="answered")
-    run_services.session_message_create(session=answered, role="team", content="We are on it.", author="Mona")
+    conversation.session_message_create(session=answered, role="team", content="We are on it.", author="Mona")
 
     # --- the inbox: the waiting customer first ---------------------------------------------------------------------
     sign_in(page, alice)
@@ -174,7 +173,7 @@ def test_the_inbox_and_a_conversation_on_a_phone(team_member, live_server, narro
     alice = team_member
     session = handed_off(alice, fake_llm, customer="customer-with-a-rather-long-external-id-0042", script="phone")
     for n in range(8):
-        run_services.session_message_create(session=session, role="user", content=f"Message {n}: {LONG_WORD}")
+        conversation.session_message_create(session=session, role="user", content=f"Message {n}: {LONG_WORD}")
     page = narrow_phone
     sign_in(page, alice)
     page.goto("/desk/?include_tests=true")
@@ -190,7 +189,7 @@ def test_the_inbox_and_a_conversation_on_a_phone(team_member, live_server, narro
     # A long thread scrolls in its own box, shown from its newest message, with the reply box right below it.
     assert thread.evaluate(AT_THE_END), "the thread is not shown from its newest message"
     assert thread.evaluate("t => t.scrollHeight > t.clientHeight")
-    run_services.session_message_create(session=session, role="user", content="One more thing!")
+    conversation.session_message_create(session=session, role="user", content="One more thing!")
     expect(thread.locator(".said").last).to_contain_text("One more thing!")
     assert thread.evaluate(AT_THE_END), "the new message arrived out of view"
     field = page.get_by_label("Reply")

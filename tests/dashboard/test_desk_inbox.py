@@ -19,11 +19,12 @@ from agents.services import agent_create, agent_publish
 from conversations import services as conversation
 from conversations.identity import EndUserClaim
 from conversations.models import Message, Session, SessionEvent
+from conversations.services import panel_session_create, session_create
 from desk.models import Handoff
 from fakes.llm import calls, text
-from runs import engine, streams
-from runs import services as run_services
-from runs.services import panel_session_create, run_create, session_create
+from kagent import streams
+from runs import engine
+from runs.services import run_create
 from tests.conftest import Tenant
 from tests.dashboard.test_pages import signed_in
 from tests.runs.test_run_events import read
@@ -67,13 +68,13 @@ def test_the_inbox_lists_the_conversations_with_the_team_the_longest_waiting_fir
     waiting = handed_off(alice, fake_llm, customer="cust-42", script="waiting")
     longest = handed_off(alice, fake_llm, customer=None, script="longest")
     answered = handed_off(alice, fake_llm, customer="cust-7", script="answered")
-    run_services.session_message_create(session=answered, role="team", content="Looking into it now.", author="Sam")
-    run_services.session_message_create(session=longest, role="user", content="Hello? Anyone there?")
+    conversation.session_message_create(session=answered, role="team", content="Looking into it now.", author="Sam")
+    conversation.session_message_create(session=longest, role="user", content="Hello? Anyone there?")
     Session.objects.filter(pk=longest.pk).update(waiting_since=timezone.now() - timedelta(hours=2, minutes=5))
     back_with_the_agent = handed_off(alice, fake_llm, customer="cust-back", script="back")
     conversation.session_update(session=back_with_the_agent, status="open")
     test_panel = panel_session_create(project=alice.project, agent_id=waiting.agent_id)
-    run_services.session_message_create(session=test_panel, role="team", content="A test reply.", author="Sam")
+    conversation.session_message_create(session=test_panel, role="team", content="A test reply.", author="Sam")
     handed_off(bob, fake_llm, customer="bobs-customer", script="bob")
 
     body = signed_in(alice).get("/desk/").content.decode()
@@ -116,7 +117,7 @@ def test_the_inbox_says_when_nobody_waits_and_costs_one_query_however_long(alice
 
 def test_a_conversations_page_shows_the_thread_and_follows_its_events(alice, fake_llm, monkeypatch):
     session = handed_off(alice, fake_llm)
-    run_services.session_message_create(session=session, role="user", content="<b>Still</b> broken & waiting")
+    conversation.session_message_create(session=session, role="user", content="<b>Still</b> broken & waiting")
     client = signed_in(alice)
     body = client.get(f"/sessions/{session.pk}/").content.decode()
     assert "Conversation with cust-42" in body
@@ -131,7 +132,7 @@ def test_a_conversations_page_shows_the_thread_and_follows_its_events(alice, fak
     assert ">Close conversation</button>" in body
 
     # The stream the page follows: what happened after the event the page was drawn with.
-    run_services.session_message_create(session=session, role="user", content="Hello?")
+    conversation.session_message_create(session=session, role="user", content="Hello?")
     monkeypatch.setattr(streams, "MAX_WSGI_STREAM_S", 0)  # one look, then the stream ends
     got = read(client.get(f"/sessions/{session.pk}/events/?last_event_id={last.id}"))
     assert [(e["event"], e["data"]["role"], e["data"]["content"]) for e in got] == [

@@ -20,6 +20,7 @@ from agents.models import Agent, KnowledgeSource
 from agents.services import agent_create, agent_publish, knowledge_source_create
 from checks.models import Check
 from conversations.models import Message, Session
+from conversations.services import panel_session_create
 from dashboard import urls as dashboard_urls
 from desk.models import Handoff, Ticket
 from fakes.llm import calls, text
@@ -30,7 +31,7 @@ from kagent.models import EgressEvent, Invitation, Membership, Secret, User
 from kagent.secrets import secret_put
 from runs import engine
 from runs.models import Run
-from runs.services import panel_session_create, run_create
+from runs.services import run_create
 from tests.conftest import Tenant
 from tools.models import HttpTool, McpServer
 from tools.services import http_tool_create

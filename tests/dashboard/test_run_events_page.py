@@ -8,10 +8,11 @@ import pytest
 from django.test import Client
 
 from agents.services import agent_create, agent_publish
+from conversations.services import panel_session_create
 from fakes.llm import calls, text
 from runs import engine
 from runs.models import RunEvent
-from runs.services import panel_session_create, run_create
+from runs.services import run_create
 from tests.dashboard.test_pages import signed_in
 from tests.runs.test_run_events import read
 

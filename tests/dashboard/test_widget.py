@@ -27,10 +27,9 @@ from playwright.sync_api import expect
 from conversations.models import Message, Session
 from desk.models import Handoff, Ticket
 from fakes.llm import Fault, calls, text
-from kagent import throttle
+from kagent import pubsub, streams, throttle
 from kagent.models import ApiKey
 from kagent.services import api_key_origins_update
-from runs import streams
 from runs.models import Run, ToolCall
 from tests.conftest import Tenant, wait_for
 from tests.dashboard.conftest import DESKTOP, PHONE, new_page, screenshot
@@ -92,7 +91,7 @@ def streams_end_with_their_page(monkeypatch: Any, transactional_db: Any) -> Iter
     live server)."""
     monkeypatch.setattr(streams, "KEEPALIVE_S", 0.5)
     yield
-    client = streams.run_events.redis_client()
+    client = pubsub.redis_client()
     keys = list(ApiKey.objects.values_list("pk", flat=True))
 
     def ended() -> bool:

@@ -8,8 +8,7 @@ from django.db import OperationalError
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import ConnectionError as RedisDown
 
-from kagent import broker, throttle
-from runs import streams
+from kagent import broker, streams, throttle
 from runs.models import Run
 
 pytestmark = pytest.mark.django_db

@@ -146,9 +146,10 @@ def test_a_follower_arriving_during_a_result_write_is_woken_by_it(h):
 def test_a_busy_stream_keeps_its_run_followed(h, monkeypatch):
     # A stream renews its mark on a timer of its own: events that keep coming (so that no keep-alive is ever due)
     # must not let the mark run out, or the events after it would wake nobody until the stream looked by itself.
+    from kagent import streams as sse
     from runs import streams
 
-    monkeypatch.setattr(streams, "KEEPALIVE_S", 1.5)
+    monkeypatch.setattr(sse, "KEEPALIVE_S", 1.5)
     monkeypatch.setattr(streams, "FOLLOW_S", 2.0)
     run = Run.objects.get(pk=h.start(h.agent("busy", [text("hi")]))["id"])
     response = h.api.get(f"/v1/runs/{run.pk}/events")

@@ -140,7 +140,7 @@ def test_sessions_list_filters_status_flagged_and_end_user(h):
 
 
 def test_test_panel_sessions_only_with_include_tests(h, alice):
-    from runs.services import panel_session_create
+    from conversations.services import panel_session_create
 
     agent = h.agent("lists-panel", [text("ok")])
     real = h.session(agent)

@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from agents.models import KnowledgeSource
 from agents.selectors import searchable_sources
 from agents.services import agent_create, agent_publish
+from conversations import services as conversation
 from conversations.models import Message as ChatMessage
 from conversations.models import Segment, Session
 from desk.models import Handoff, Ticket, TicketCounter
@@ -171,7 +172,7 @@ def test_a_session_and_a_project_with_all_a_run_writes_are_deleted_whole(alice):
     agent = agent_create(project=alice.project, name="a")
     agent_publish(agent=agent)
     key = ApiKey.objects.get(project=alice.project, kind=ApiKey.Kind.SECRET)
-    session = services.session_create(project=alice.project, api_key=key, agent_id=agent.pk)
+    session = conversation.session_create(project=alice.project, api_key=key, agent_id=agent.pk)
     run = services.run_create(project=alice.project, api_key=key, agent_id=agent.pk, text="hi", session_id=session.pk)
     Run.objects.filter(pk=run.pk).update(status=Run.Status.IN_PROGRESS, claims=1)
     run = Run.objects.get(pk=run.pk)
