@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hashlib
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -174,3 +176,33 @@ def agents_with_unpublished_changes(*, project: Project, agents: Iterable[Agent]
         if draft != version_snapshot(version=version):
             changed.add(agent.pk)
     return changed
+
+
+# --- the traffic split (its entries are checked when set: agents/services.py traffic_checked) ---------------------
+
+
+def traffic_version(traffic: list[dict[str, Any]], agent_id: str, sticky: str | None) -> int | None:
+    """The version the split gives `sticky` (a session's id or an end user's external id: the same one always
+    gets the same version while the split stands), or a draw by weight for a run that is neither."""
+    entries = [entry for entry in traffic if int(entry.get("weight", 0)) > 0]
+    if not entries:
+        return None
+    if sticky:
+        digest = hashlib.sha256(f"{agent_id}:{sticky}".encode()).digest()
+        point = int.from_bytes(digest[:8], "big") % 100
+    else:
+        point = secrets.randbelow(100)
+    for entry in entries:
+        point -= int(entry["weight"])
+        if point < 0:
+            return int(entry["version"])
+    return int(entries[-1]["version"])
+
+
+def split_version(agent: Agent, sticky: str | None, *, pinned: AgentVersion | None) -> AgentVersion | None:
+    """The version the agent's split gives a new run when it differs from `pinned` (the published one), else None."""
+    number = traffic_version(agent.traffic or [], agent.pk, sticky)
+    if number is None or (pinned is not None and number == pinned.number):
+        return None
+    # Versions are never deleted; a split names published ones (agents.services).
+    return AgentVersion.objects.filter(agent_id=agent.pk, number=number).first()

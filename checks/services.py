@@ -3,9 +3,10 @@ draft or a published version, before a publish or on demand.
 
 A check's run is a sandbox run with `check_options`: actions are simulated (nothing reaches an action endpoint, the
 desk or webhooks), read tools run live as in the test panel, client tools are answered from the check's
-`client_outputs`, and a call that would wait for approval counts as approved (runs/engine.py). A check with several
-turns runs them one after another in one test conversation. Checks run `KAGENT_CHECK_CONCURRENCY` at a time, each in
-a thread of its own; a check run's result is one entry per check: `{check, name, passed, problems, run}`.
+`client_outputs`, and a call that would wait for approval counts as approved (runs/engine/decisions.py). A check
+with several turns runs them one after another in one test conversation. Checks run `KAGENT_CHECK_CONCURRENCY` at
+a time, each in a thread of its own; a check run's result is one entry per check: `{check, name, passed,
+problems, run}`.
 """
 
 from __future__ import annotations

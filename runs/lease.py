@@ -113,7 +113,7 @@ class LeaseKeeper:
             cursor.execute(
                 _RENEW_SQL,
                 {
-                    "until": timezone.now() + lease(),  # the clock every lease is written with (runs/engine.py)
+                    "until": timezone.now() + lease(),  # the clock every lease is written with (runs/engine/)
                     "ids": list(due),
                     "claims": list(due.values()),
                 },

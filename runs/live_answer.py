@@ -40,7 +40,7 @@ _EVENT_SQL = (
 
 
 def _clean(text: str) -> str:
-    # As the engine stores the answer (runs/engine.py `_clean`): per character, so the same on pieces as on the whole.
+    # As the engine stores the answer (runs/engine/rounds.py `_clean`): per character, the same on pieces as on all.
     return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
 
 

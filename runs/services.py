@@ -4,10 +4,8 @@ conversations/services.py)."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
-import secrets
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,7 +18,7 @@ from django.utils import timezone
 
 import guard
 from agents.models import Agent, AgentVersion
-from agents.selectors import agent_get, searchable_sources
+from agents.selectors import agent_get, searchable_sources, split_version
 from conversations import services as conversation
 from conversations import session_events
 from conversations.identity import EndUserClaim, Identity, identity_resolve
@@ -170,30 +168,9 @@ def _what_runs(
     return _WhatRuns.of_version(agent, pinned)
 
 
-def traffic_version(traffic: list[dict[str, Any]], agent_id: str, sticky: str | None) -> int | None:
-    """The version the split gives `sticky` (a session's id or an end user's external id: the same one always
-    gets the same version while the split stands), or a draw by weight for a run that is neither."""
-    entries = [entry for entry in traffic if int(entry.get("weight", 0)) > 0]
-    if not entries:
-        return None
-    if sticky:
-        digest = hashlib.sha256(f"{agent_id}:{sticky}".encode()).digest()
-        point = int.from_bytes(digest[:8], "big") % 100
-    else:
-        point = secrets.randbelow(100)
-    for entry in entries:
-        point -= int(entry["weight"])
-        if point < 0:
-            return int(entry["version"])
-    return int(entries[-1]["version"])
-
-
 def _split(what: _WhatRuns, sticky: str | None) -> _WhatRuns:
-    number = traffic_version(what.agent.traffic or [], what.agent.pk, sticky)
-    if number is None or (what.version is not None and number == what.version.number):
-        return what
-    version = AgentVersion.objects.filter(agent_id=what.agent.pk, number=number).first()
-    if version is None:  # versions are never deleted; a split names published ones (agents.services)
+    version = split_version(what.agent, sticky, pinned=what.version)
+    if version is None:
         return what
     return _WhatRuns.of_version(what.agent, version, what.has_searchable_knowledge)
 

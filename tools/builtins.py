@@ -58,7 +58,7 @@ class Effect(StrEnum):
 class Receipt(StrEnum):
     """What a built-in's successful call really made, named in its result under this key (`{"ok": true, "ticket":
     {"number": "TKT-3", …}}`). The truthfulness guard takes a reply's claim of a ticket or a handoff as true only
-    after such a call (runs/engine.py `_facts`); the chat widget shows the customer its `fields`
+    after such a call (runs/engine/state.py `_facts`); the chat widget shows the customer its `fields`
     (runs/run_events.py)."""
 
     HANDOFF = "handoff"

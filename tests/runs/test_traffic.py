@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from agents.selectors import traffic_version
 from fakes.llm import Fault, calls, text
-from runs.services import traffic_version
 from tests.runs.conftest import Harness
 
 pytestmark = pytest.mark.django_db
