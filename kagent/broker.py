@@ -204,7 +204,7 @@ def send(name: str, *args: str, countdown: float | None = None) -> None:
 def waiting_arguments(name: str, *, limit: int = 5000) -> set[str] | None:
     """The first argument of every message of task `name` waiting on the default queue (each of its priority lists),
     not yet taken by a worker; None when that can't be told: more than `limit` messages waiting, Redis out of
-    reach. (The sweeper's test of a run's message being lost: see runs.services.run_sweep.)"""
+    reach. (The sweeper's test of a run's message being lost: see runs.lifecycle.run_sweep.)"""
     queue = app.conf.task_default_queue
     lists = [queue] + [f"{queue}{redis.Channel.sep}{step}" for step in redis.PRIORITY_STEPS if step]
     try:

@@ -144,3 +144,13 @@ def api_key_by_digest(digest: str) -> ApiKey | None:
     for made in (project, key):
         made._state.adding = False
     return key
+
+
+def jsonb_loaded(value: Any) -> Any:
+    """A jsonb column as read by hand: Django's psycopg setup loads jsonb as text (for JSONField's own decoding)."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def json_text(value: Any) -> str:
+    """A value as the JSON text a jsonb parameter is sent as."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

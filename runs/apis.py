@@ -35,7 +35,7 @@ from kagent.inputs import Input
 from kagent.models import ApiKey
 from kagent.openapi import empty_is_unset, list_of
 from kagent.streams import EventStreamApi, StreamPlaces, owner_of
-from runs import approvals, selectors, services, streams
+from runs import approvals, lifecycle, selectors, services, streams
 from runs.models import Run, RunStep, ToolCall
 from runs.resources import MODEL_STEP, RUN, RUN_STEP, TOOL_CALL_STEP, for_browser
 
@@ -178,7 +178,7 @@ def _deliver(run: Run, key: ApiKey) -> dict[str, Any]:
     deleted once its result was returned."""
     rendered = RUN.render(run) if key.is_secret else for_browser(RUN.render(run))
     if not run.store and run.status in Run.TERMINAL and run.purged_at is None:
-        services.run_purge(run=run)
+        lifecycle.run_purge(run=run)
     return rendered
 
 
@@ -275,15 +275,16 @@ class RunCreateApi(ProjectApi):
     ) -> tuple[Run, bool]:
         create = RunCreateApi._create_options(request, key, body, sandbox, run_real_actions)
         if idempotency is not None:
-            return services.run_create_once(api_key=key, idempotency=idempotency, **create)
-        return services.run_create(api_key=key, **create), False
+            return services.run_create_once(idempotency=idempotency, **create)
+        return services.run_create(**create), False
 
     @staticmethod
     def _create_options(
         request: HttpRequest, key: ApiKey, body: RunCreate, sandbox: bool, run_real_actions: bool
-    ) -> dict[str, Any]:
-        return dict(
+    ) -> services.RunRequest:
+        return services.RunRequest(
             project=key.project,
+            api_key=key,
             agent_id=body.agent,
             text=body.input,
             version=body.version,
@@ -309,7 +310,7 @@ class RunDetailApi(ProjectApi):
         run = selectors.run_get(
             project=self.project, run_id=run_id, key=self.api_key, end_user_token=end_user_token(request)
         )
-        services.run_expire_if_due(run=run)
+        lifecycle.run_expire_if_due(run=run)
         return Response(_deliver(run, self.api_key))
 
 
@@ -414,10 +415,10 @@ class RunSubmitToolOutputsApi(ProjectApi):
         token = end_user_token(request) or body.end_user_token
         run = selectors.run_get(project=self.project, run_id=run_id, key=self.api_key, end_user_token=token)
         outputs = [
-            services.ToolOutput(item["call_id"], item.get("output"), bool(item.get("is_error")))
+            lifecycle.ToolOutput(item["call_id"], item.get("output"), bool(item.get("is_error")))
             for item in body.tool_outputs
         ]
-        return Response(_deliver(services.run_submit_tool_outputs(run=run, tool_outputs=outputs), self.api_key))
+        return Response(_deliver(lifecycle.run_submit_tool_outputs(run=run, tool_outputs=outputs), self.api_key))
 
 
 @dataclass(frozen=True)
@@ -496,7 +497,7 @@ class RunCancelApi(ProjectApi):
         run = selectors.run_get(
             project=self.project, run_id=run_id, key=self.api_key, end_user_token=end_user_token(request)
         )
-        return Response(_deliver(services.run_cancel(run=run, reason="requested"), self.api_key))
+        return Response(_deliver(lifecycle.run_cancel(run=run, reason="requested"), self.api_key))
 
 
 # --- lists of runs and sessions -------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ class RunsConfig(AppConfig):
     def ready(self) -> None:
         import runs.builtins  # noqa: F401  (binds flag_conversation's and search_knowledge's executors)
         from conversations.services import bind_open_runs
-        from runs import services, webhook_events
+        from runs import lifecycle, webhook_events
 
         webhook_events.register()  # how `hooks` renders a run's events when it dispatches them
         # A team message on a conversation the agent holds supersedes the run still open there.
-        bind_open_runs(services.supersede_open_runs)
+        bind_open_runs(lifecycle.supersede_open_runs)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import enum
-import json
 import logging
 import os
 import signal
@@ -26,16 +25,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db.models import JSONField
-
-from agents.models import Agent, AgentVersion
 from conversations import session_events
 from conversations.models import EndUser, SessionEvent
 from conversations.models import Message as ChatMessage
 from hooks import outbox
 from kagent.egress import EgressRecord, record_in_log
 from kagent.ids import new_id
-from kagent.sql import execute
+from kagent.sql import execute, json_text, jsonb_loaded
 from runs import run_events, transitions, webhook_events
 from runs.models import Run, RunEvent, RunStep, ToolCall
 
@@ -63,93 +59,6 @@ def crash_point(point: str) -> None:
         except FileExistsError:
             return  # this worker already died here once
     os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _loaded(value: Any) -> Any:
-    # Django's psycopg setup loads jsonb as text (for JSONField's own decoding).
-    return json.loads(value) if isinstance(value, str) else value
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-# --- run creation: what a run runs, the new run --------------------------------------------------------------------
-
-_LATEST_VERSION_SQL = """
-SELECT agent.actions_paused, agent.traffic, version.id, version.number, version.config, version.http_tools,
-    version.mcp_tools,
-    EXISTS (
-        SELECT 1 FROM agents_knowledgesource AS source
-        WHERE source.project_id = agent.project_id AND source.searchable
-            AND (source.agent_id = agent.id OR source.agent_id IS NULL)
-    )
-FROM agents_agent AS agent
-JOIN agents_agentversion AS version ON version.agent_id = agent.id AND version.number = agent.latest_version_number
-WHERE agent.id = %(agent)s AND agent.project_id = %(project)s AND agent.deleted_at IS NULL
-"""
-
-LatestVersion = tuple[Agent, AgentVersion, bool]
-
-
-def latest_version(*, project_id: str, agent_id: str) -> tuple[Agent, AgentVersion, bool] | None:
-    """The agent with its latest published version, and whether it has searchable knowledge (the rule of
-    `agents.selectors.searchable_sources`, which a test keeps equal), in one query; None when the agent isn't there
-    or has no version."""
-    rows = execute(_LATEST_VERSION_SQL, {"agent": agent_id, "project": project_id})
-    if not rows:
-        return None
-    return _latest_from_row(project_id, agent_id, rows[0])
-
-
-def _latest_from_row(project_id: str, agent_id: str, row: Sequence[Any]) -> LatestVersion:
-    actions_paused, traffic, version_id, number, config, http_tools, mcp_tools, has_knowledge = row
-    agent = Agent(
-        id=agent_id,
-        project_id=project_id,
-        actions_paused=actions_paused,
-        latest_version_number=number,
-        traffic=_loaded(traffic),
-    )
-    version = AgentVersion(
-        id=version_id,
-        project_id=project_id,
-        agent=agent,
-        number=number,
-        config=_loaded(config),
-        http_tools=_loaded(http_tools),
-        mcp_tools=_loaded(mcp_tools),
-    )
-    for made in (agent, version):
-        made._state.adding = False
-    return agent, version, bool(has_knowledge)
-
-
-_RUN_FIELDS = tuple(Run._meta.concrete_fields)
-_INSERT_RUN_SQL = (
-    f"WITH created AS (INSERT INTO {Run._meta.db_table} ({', '.join(f.column for f in _RUN_FIELDS)}) "
-    f"VALUES ({', '.join('%s' for _ in _RUN_FIELDS)}) RETURNING id) "
-    "INSERT INTO runs_runevent (run_id, type, ref, created_at) SELECT id, %s, '', now() FROM created"
-)
-
-
-# What each column is sent as: a JSON column as its JSON text (PostgreSQL reads it as the column's jsonb; None stays
-# SQL NULL, as JSONField saves it), every other column as its value (already of the column's Python type on a Run
-# made by `_new_run`). Field by field, Django's `get_db_prep_save` cost more than the rest of the INSERT's client side.
-_RUN_VALUES = tuple((f.attname, isinstance(f, JSONField)) for f in _RUN_FIELDS)
-
-
-def _db_value(value: Any, is_json: bool) -> Any:
-    return _json(value) if is_json and value is not None else value
-
-
-def insert_run(run: Run) -> None:
-    """A new run's row and its `run.queued` event (one statement: a one-shot run is made without a transaction
-    around it). No stream is woken: nobody outside this request knows the run's id yet, and a stream or a wait this
-    request opens (`"stream": true`, `wait`) reads the events after it subscribed."""
-    values = [_db_value(getattr(run, name), is_json) for name, is_json in _RUN_VALUES]
-    execute(_INSERT_RUN_SQL, [*values, RunEvent.Type.QUEUED])
-    run._state.adding = False
 
 
 # --- claim --------------------------------------------------------------------------------------------------------
@@ -229,12 +138,12 @@ def claim(run_id: str, *, now: datetime, lease_until: datetime) -> Run | None:
     run_events.notify_if_followed(run_id, values.pop("followed"))
     external_id, traits = values.pop("external_id"), values.pop("traits")
     for column in _JSON_COLUMNS:
-        values[column] = _loaded(values[column])
+        values[column] = jsonb_loaded(values[column])
     run = Run(**values)
     run._state.adding = False
     if run.end_user_id is not None:
         run.end_user = EndUser(
-            id=run.end_user_id, project_id=run.project_id, external_id=external_id, traits=_loaded(traits) or {}
+            id=run.end_user_id, project_id=run.project_id, external_id=external_id, traits=jsonb_loaded(traits) or {}
         )
     else:
         run.end_user = None
@@ -322,7 +231,7 @@ def _step_params(step: RunStep) -> dict[str, Any]:
         "step_id": step.pk,
         "step_kind": step.kind,
         "step_round": step.round,
-        "step_data": _json(step.data),
+        "step_data": json_text(step.data),
         "step_at": step.created_at,
         "step_ms": step.duration_ms,
     }
@@ -331,7 +240,7 @@ def _step_params(step: RunStep) -> dict[str, Any]:
 def _call_value(call: ToolCall, column: str, kind: str) -> Any:
     value = getattr(call, column)
     if kind == "jsonb":
-        return None if value is None else _json(value)
+        return None if value is None else json_text(value)
     return value
 
 
@@ -354,8 +263,8 @@ def record_round(
         "held_status": S.IN_PROGRESS,
         "held_by": held_by,
         "rounds": rounds,
-        "transcript": _json(transcript),
-        "usage": _json(run.usage),
+        "transcript": json_text(transcript),
+        "usage": json_text(run.usage),
         "lease": lease_until,
         "despite_cancel": despite_cancel,
         **_step_params(step),
@@ -416,8 +325,8 @@ def mark_running(call: ToolCall, *, run_id: str, held_by: int, now: datetime, le
         "now": now,
         **{name: getattr(call, name) for name in _DECISION_FIELDS},
     }
-    params["arguments"] = None if call.arguments is None else _json(call.arguments)
-    params["approval"] = None if call.approval is None else _json(call.approval)
+    params["arguments"] = None if call.arguments is None else json_text(call.arguments)
+    params["approval"] = None if call.approval is None else json_text(call.approval)
     if execute(_RUNNING_SQL, params):
         return Fence.WRITTEN
     return _fence_missed(run_id, held_by)
@@ -457,8 +366,8 @@ def record_result(call: ToolCall, *, now: datetime) -> None:
         "call": call.pk,
         "status": call.status,
         "running": ToolCall.Status.RUNNING,
-        "result": None if call.result is None else _json(call.result),
-        "upstream": None if call.upstream is None else _json(call.upstream),
+        "result": None if call.result is None else json_text(call.result),
+        "upstream": None if call.upstream is None else json_text(call.upstream),
         "now": now,
         "event": RunEvent.Type.STEP_CREATED,
     }
@@ -539,18 +448,18 @@ def complete(
         "run": run.pk,
         "target": move.target,
         "held_by": held_by,
-        "output": _json(output),
-        "transcript": _json(transcript),
-        "usage": _json(run.usage),
+        "output": json_text(output),
+        "transcript": json_text(transcript),
+        "usage": json_text(run.usage),
         "now": now,
         "message_id": message.pk,
         "role": message.role,
         "text": text,
-        "claims": _json(claims),
+        "claims": json_text(claims),
         "message_event": SessionEvent.Type.MESSAGE_CREATED,
         "message_webhook_event": new_id("evt"),
         "message_data": session_events.message_json(message) if run.session_id is not None and run.store else None,
-        "run_data": _json(webhook_events.run_data(as_done, move.target)),
+        "run_data": json_text(webhook_events.run_data(as_done, move.target)),
         "step_event": RunEvent.Type.STEP_CREATED,
         "done_event": RunEvent.Type.COMPLETED,
         "answer_event": RunEvent.Type.OUTPUT_RESET if reset else RunEvent.Type.OUTPUT_DELTA if delta else "",

@@ -20,8 +20,8 @@ from kagent.errors import OUTAGES
 from kagent.pubsub import Event, redis_client
 from kagent.streams import KeySlot, StreamPlaces, ThreadPermit, release_connection, response
 from runs import run_events
+from runs.lifecycle import run_purge
 from runs.models import Run
-from runs.services import run_purge
 
 FOLLOW_S = sse.KEEPALIVE_S * 4  # a stream says it follows its run for this long, and again every KEEPALIVE_S
 WAIT_MARGIN_S = 5.0  # a wait follows its run this much longer than it waits

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from runs import engine, services
+from runs import engine, lifecycle
 
 
 @shared_task(
@@ -23,4 +23,4 @@ def execute_run(run_id: str) -> None:
 
 @shared_task(name="runs.sweep", max_retries=0, time_limit=120, ignore_result=True)
 def sweep() -> dict[str, int]:
-    return services.run_sweep()
+    return lifecycle.run_sweep()

@@ -30,7 +30,7 @@ from dashboard.pages.desk import decide_from_post
 from dashboard.problems import Problems, problems_from
 from kagent import throttle
 from kagent.errors import ApiError, NotFound
-from runs import run_events, selectors, services
+from runs import lifecycle, run_events, selectors, services
 from runs.apis import RUN_CREATE, SUBMIT_TOOL_OUTPUTS, render_step
 from runs.approvals import APPROVE_TOOL_CALLS
 from runs.models import Run
@@ -102,7 +102,7 @@ class Turn:
 
 
 def _turn(run: Run, **extra: Any) -> Turn:
-    services.run_expire_if_due(run=run)
+    lifecycle.run_expire_if_due(run=run)
     last_event = run_events.followed_from(run)
     written = run_events.written_so_far(run.pk) if last_event else ""
     return Turn(run=run, steps=step_views(run), last_event=last_event, written=written, **extra)
@@ -295,10 +295,10 @@ def panel_outputs(request: MemberRequest, agent_id: str, run_id: str) -> HttpRes
                 or [{"call_id": ""}]
             }
         )
-        run = services.run_submit_tool_outputs(
+        run = lifecycle.run_submit_tool_outputs(
             run=run,
             tool_outputs=[
-                services.ToolOutput(item["call_id"], item.get("output"), bool(item.get("is_error")))
+                lifecycle.ToolOutput(item["call_id"], item.get("output"), bool(item.get("is_error")))
                 for item in body.tool_outputs
             ],
         )

@@ -18,7 +18,7 @@ from dashboard.problems import Problems
 from kagent.errors import ApiError
 from kagent.streams import StreamPlaces, resume_after
 from kagent.throttle import RateLimited
-from runs import run_events, selectors, services, streams
+from runs import lifecycle, run_events, selectors, streams
 from runs.apis import run_filters
 from runs.models import Run
 
@@ -72,7 +72,7 @@ def run_list(request: MemberRequest) -> HttpResponse:
 
 
 def _run_context(request: MemberRequest, run: Run) -> dict[str, Any]:
-    services.run_expire_if_due(run=run)
+    lifecycle.run_expire_if_due(run=run)
     last_event = run_events.followed_from(run)
     return {
         "run": run,
@@ -114,7 +114,7 @@ def run_events_stream(request: MemberRequest, run_id: str) -> HttpResponseBase:
 def run_cancel(request: MemberRequest, run_id: str) -> HttpResponse:
     run = selectors.run_get(project=request.project, run_id=run_id)
     try:
-        run = services.run_cancel(run=run, reason="requested")
+        run = lifecycle.run_cancel(run=run, reason="requested")
     except ApiError as exc:
         messages.error(request, exc.message)
     else:

@@ -21,8 +21,8 @@ from hooks.models import WebhookEvent
 from hooks.services import endpoint_create
 from kagent.models import SigningSecret
 from kagent.secrets import signing_secrets_valid
+from runs.lifecycle import run_sweep
 from runs.models import Run, ToolCall
-from runs.services import run_sweep
 from tests.runs.conftest import VERIFIED, Harness
 from tests.runs.test_http_tools import order_tool
 

@@ -12,8 +12,8 @@ import pytest
 
 from fakes.llm import calls, text
 from kagent.models import EgressEvent
+from runs.lifecycle import run_sweep
 from runs.models import Run, ToolCall
-from runs.services import run_sweep
 from tests.conftest import make_tenant, wait_for
 from tests.runs.conftest import VERIFIED, Harness
 from tests.runs.test_http_tools import setup_tool

@@ -14,8 +14,8 @@ from django.utils import timezone
 from fakes.llm import Fault, calls, text
 from kagent.models import SigningSecret
 from kagent.secrets import signing_secrets_valid
+from runs.lifecycle import run_sweep
 from runs.models import Run, ToolCall
-from runs.services import run_sweep
 from tests.conftest import make_tenant, wait_for
 from tests.examples import seed_order_status
 from tests.runs.conftest import VERIFIED, Harness

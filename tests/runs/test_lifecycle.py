@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from desk.models import Handoff, Ticket
 from fakes.llm import calls, text
+from runs.lifecycle import run_sweep
 from runs.models import Run, ToolCall
-from runs.services import run_sweep
 from tests.kagent.test_auth import error
 from tests.runs.conftest import VERIFIED
 

@@ -16,8 +16,8 @@ from fakes.llm import calls, text
 from fakes.upstream import Upstream
 from kagent.models import EgressEvent, SigningSecret
 from kagent.secrets import signing_secrets_valid
+from runs.lifecycle import run_sweep
 from runs.models import Run, ToolCall
-from runs.services import run_sweep
 from tests.conftest import make_tenant, wait_for
 from tests.runs.conftest import VERIFIED, Harness
 from tests.runs.test_http_tools import earlier_attempts

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from fakes.llm import calls, text
 from llm.types import ModelError
-from runs import engine, services
+from runs import engine, lifecycle
 from runs.models import Run, RunStep, ToolCall
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +24,7 @@ CART = {
 
 def another_worker_takes_over(run_id):
     Run.objects.filter(pk=run_id).update(lease_expires_at=timezone.now() - datetime.timedelta(seconds=1))
-    assert services.run_sweep()["requeued"] == 1
+    assert lifecycle.run_sweep()["requeued"] == 1
     engine.run_execute(run_id)  # worker B
 
 

@@ -21,7 +21,7 @@ from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEvent
 from hooks.services import endpoint_create
 from kagent.models import ApiKey, EgressEvent
 from kagent.sql import api_key_by_digest
-from runs import builtins, services, store
+from runs import builtins, creation, services
 from runs.models import Run, RunEvent, RunStep, ToolCall
 from tests.conftest import make_tenant
 
@@ -43,7 +43,7 @@ def source(api, **body):
 
 
 def agrees(project_id, agent_id):
-    found = store.latest_version(project_id=project_id, agent_id=agent_id)
+    found = creation.latest_version(project_id=project_id, agent_id=agent_id)
     assert found is not None
     expected = searchable_sources(project_id=project_id, agent_id=agent_id).exists()
     assert found[2] is expected
@@ -63,18 +63,18 @@ def test_latest_version_and_searchable_knowledge_agree_with_the_selectors(alice,
     assert agrees(project, agent) is False
     source(api)  # the project's shared source
     assert agrees(project, agent) is True and agrees(project, other) is True
-    found = store.latest_version(project_id=project, agent_id=agent)
+    found = creation.latest_version(project_id=project, agent_id=agent)
     assert found is not None and found[1].number == 1 and found[0].pk == agent
 
 
 def test_latest_version_is_none_for_unpublished_deleted_or_foreign_agents(alice, bob):
     api = alice.client()
     draft = api.post("/v1/agents", {"name": "draft"}, format="json").json()["id"]
-    assert store.latest_version(project_id=alice.project.pk, agent_id=draft) is None
+    assert creation.latest_version(project_id=alice.project.pk, agent_id=draft) is None
     agent = publish(api)
-    assert store.latest_version(project_id=bob.project.pk, agent_id=agent) is None
+    assert creation.latest_version(project_id=bob.project.pk, agent_id=agent) is None
     api.delete(f"/v1/agents/{agent}")
-    assert store.latest_version(project_id=alice.project.pk, agent_id=agent) is None
+    assert creation.latest_version(project_id=alice.project.pk, agent_id=agent) is None
 
 
 def test_post_runs_reads_its_key_then_its_agent_then_inserts_the_run(alice, bob):

@@ -12,8 +12,8 @@ from desk.models import Handoff
 from fakes.llm import Fault, calls, text
 from kagent.tasks import ping
 from runs import engine
+from runs.lifecycle import run_sweep
 from runs.models import Run, ToolCall
-from runs.services import run_sweep
 from tests.conftest import make_tenant, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
