@@ -3,7 +3,8 @@
 Reading a post is parsing only (text to numbers, JSON text to JSON, rows to lists); every rule about what a config
 may hold stays with `agents.config.validate_config`, reached through the same `Input` and service as
 `PATCH /v1/agents/{id}`. Each field is named by the config path it fills (`$.tools.max_tool_rounds`), so a refusal
-lands next to its field (dashboard/problems.py).
+lands next to its field (dashboard/problems.py). The tool grants as shown, and as read from the draft, are in
+dashboard/editor_grants.py.
 """
 
 from __future__ import annotations
@@ -16,12 +17,20 @@ from typing import Any
 from django.http import QueryDict
 
 from agents.config import APPROVAL_EXPIRES_DEFAULT
+from dashboard.editor_grants import (
+    BuiltinGrant,
+    HttpGrant,
+    McpGrant,
+    McpServerGrants,
+    http_grants,
+    mcp_grants,
+    starter_text,
+)
 from dashboard.problems import Problems
 from dashboard.tool_form import number_or_text
 from llm import providers
-from tools.builtins import BuiltinTool, all_builtins
+from tools.builtins import all_builtins
 from tools.models import HttpTool, McpServer
-from tools.validation import mcp_tool_name
 
 PROVIDERS = (("", "Default (this installation's model)"), *providers.LABELS)
 DAYS = (
@@ -66,83 +75,6 @@ def _rows(post: QueryDict, *keys: str) -> list[list[str]]:
     columns = [[value.replace("\r\n", "\n") for value in post.getlist(key)] for key in keys]
     count = max((len(column) for column in columns), default=0)
     return [[column[i] if i < len(column) else "" for column in columns] for i in range(count)]
-
-
-@dataclass
-class BuiltinGrant:
-    tool: BuiltinTool
-    enabled: bool
-    rules: str
-    starter_text: str = ""
-    approval: str = "never"  # "ask": a person approves each call first (actions only)
-
-    @property
-    def path(self) -> str:
-        return f"$.tools.builtin.{self.tool.name}"
-
-    @property
-    def summary(self) -> str:
-        return self.tool.description.split("\n", 1)[0]
-
-
-@dataclass
-class HttpGrant:
-    name: str
-    description: str  # "" when the tool no longer exists
-    effect: str
-    exists: bool
-    used: bool
-    rules: str
-    approval: str = "never"
-
-    @property
-    def path(self) -> str:
-        return f"$.tools.http[{self.name}]"
-
-
-@dataclass
-class McpGrant:
-    """A tool an MCP server of the project lists (or a draft's grant of one it no longer lists)."""
-
-    server: str
-    tool: str
-    description: str
-    grantable: bool
-    reason: str  # why it can't be granted ("" when it can)
-    listed: bool  # the server (still) lists it
-    used: bool
-    effect: str
-    requires_verified_user: bool
-    rules: str
-    in_draft: bool = False  # the draft grants it (switched on or off)
-    approval: str = "never"
-
-    @property
-    def name(self) -> str:
-        return mcp_tool_name(self.server, self.tool)
-
-    @property
-    def path(self) -> str:
-        return f"$.tools.mcp[{self.name}]"
-
-    @property
-    def granted(self) -> bool:
-        """Whether the draft grants it once saved: in use, or with rules, or switched off with settings of its own
-        (a read, a verified customer, a person's approval) kept for later."""
-        settings_kept = self.in_draft and (self.effect != "action" or self.requires_verified_user)
-        return self.used or bool(self.rules.strip()) or settings_kept or self.approval == "ask"
-
-
-@dataclass
-class McpServerGrants:
-    """One server's tools in the editor: the granted ones first."""
-
-    name: str
-    grants: list[McpGrant]
-
-    @property
-    def granted_count(self) -> int:
-        return sum(1 for grant in self.grants if grant.used)
 
 
 @dataclass
@@ -244,89 +176,6 @@ class EditorValues:
         return [grant for server in self.mcp for grant in server.grants]
 
 
-def _starter_text(tool: BuiltinTool) -> str:
-    return "\n".join(starter.rule for starter in tool.starter_rules)
-
-
-def _http_grants(config_tools: Mapping[str, Any], tools: Sequence[HttpTool]) -> list[HttpGrant]:
-    grants = {grant["tool"]: grant for grant in config_tools.get("http", [])}
-    out = [
-        HttpGrant(
-            name=tool.name,
-            description=tool.description,
-            effect=tool.effect,
-            exists=True,
-            used=bool(grants.get(tool.name, {}).get("enabled", False)),
-            rules=str(grants.get(tool.name, {}).get("rules", "")),
-            approval=str(grants.get(tool.name, {}).get("approval", "never")),
-        )
-        for tool in tools
-    ]
-    known = {tool.name for tool in tools}
-    out += [
-        HttpGrant(
-            name,
-            "",
-            "",
-            False,
-            bool(grant.get("enabled", True)),
-            str(grant.get("rules", "")),
-            str(grant.get("approval", "never")),
-        )
-        for name, grant in grants.items()
-        if name not in known
-    ]
-    # Granted tools first, in the draft's order, then the project's other tools by name.
-    order = list(grants)
-    return sorted(out, key=lambda g: (order.index(g.name) if g.name in grants else len(order), g.name))
-
-
-def _mcp_grants(config_tools: Mapping[str, Any], servers: Sequence[McpServer]) -> list[McpServerGrants]:
-    """Every tool the project's MCP servers list, with the draft's grant of it; grants of tools no longer listed
-    too. Per server (by name), granted tools first in the draft's order, then the others as listed."""
-    grants = {(g.get("server"), g.get("tool")): g for g in config_tools.get("mcp", []) if isinstance(g, Mapping)}
-    order = list(grants)
-    by_server: dict[str, list[McpGrant]] = {}
-
-    def grant_of(server: str, tool: str, **listing: Any) -> McpGrant:
-        grant = grants.get((server, tool), {})
-        return McpGrant(
-            in_draft=(server, tool) in grants,
-            server=server,
-            tool=tool,
-            used=bool(grant.get("enabled", False)),
-            effect=str(grant.get("effect", "action")),
-            requires_verified_user=bool(grant.get("requires_verified_user", False)),
-            rules=str(grant.get("rules", "")),
-            approval=str(grant.get("approval", "never")),
-            **listing,
-        )
-
-    for server in servers:
-        by_server[server.name] = [
-            grant_of(
-                server.name,
-                str(item.get("name", "")),
-                description=str(item.get("description", "")),
-                grantable=bool(item.get("grantable")),
-                reason=str(item.get("reason") or ""),
-                listed=True,
-            )
-            for item in server.tools
-        ]
-    for server_name, tool in order:
-        listed = by_server.setdefault(str(server_name), [])
-        if not any(g.tool == tool for g in listed):
-            missing = grant_of(str(server_name), str(tool), description="", grantable=False, reason="", listed=False)
-            listed.append(missing)
-    out = []
-    for server_name in sorted(by_server):
-        items = by_server[server_name]
-        items.sort(key=lambda g: order.index((g.server, g.tool)) if (g.server, g.tool) in grants else len(order))
-        out.append(McpServerGrants(server_name, items))
-    return out
-
-
 def values_from_config(
     *,
     name: str,
@@ -356,13 +205,13 @@ def values_from_config(
                 tool=tool,
                 enabled=bool(builtin_config.get(tool.name, {}).get("enabled", tool.default_enabled)),
                 rules=str(builtin_config.get(tool.name, {}).get("rules", "")),
-                starter_text=_starter_text(tool),
+                starter_text=starter_text(tool),
                 approval=str(builtin_config.get(tool.name, {}).get("approval", "never")),
             )
             for tool in all_builtins()
         ],
-        http=_http_grants(tools_config, tools),
-        mcp=_mcp_grants(tools_config, servers),
+        http=http_grants(tools_config, tools),
+        mcp=mcp_grants(tools_config, servers),
         client=[
             ClientTool(
                 name=str(item.get("name", "")),
@@ -382,7 +231,7 @@ def values_from_config(
 
 def _posted_mcp(post: QueryDict, config: Mapping[str, Any], servers: Sequence[McpServer]) -> list[McpServerGrants]:
     """The MCP grants as posted: for each tool shown (every listed tool, and grants of tools no longer listed)."""
-    shown = _mcp_grants({"mcp": (config.get("tools") or {}).get("mcp", [])}, servers)
+    shown = mcp_grants({"mcp": (config.get("tools") or {}).get("mcp", [])}, servers)
     for server in shown:
         for grant in server.grants:
             if not grant.grantable and not grant.used and not grant.rules.strip():
@@ -412,7 +261,7 @@ def values_from_post(
             # Shown for an action only: otherwise (a read, a tool that is gone) the draft's setting stays.
             approval=_approval(post, grant.path) if grant.effect == "action" else grant.approval,
         )
-        for grant in _http_grants({"http": granted}, tools)
+        for grant in http_grants({"http": granted}, tools)
     ]
     return EditorValues(
         name=_text(post, "$.name"),
@@ -431,7 +280,7 @@ def values_from_post(
                 tool=tool,
                 enabled=post.get(f"$.tools.builtin.{tool.name}.enabled") == "on",
                 rules=_text(post, f"$.tools.builtin.{tool.name}.rules"),
-                starter_text=_starter_text(tool),
+                starter_text=starter_text(tool),
                 approval=_approval(post, f"$.tools.builtin.{tool.name}"),
             )
             for tool in all_builtins()

@@ -10,7 +10,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from hooks import selectors, services
+from hooks import deliveries, selectors, services
 from hooks.models import EVENT_TYPES, WebhookDelivery
 from hooks.resources import WEBHOOK_DELIVERY, WEBHOOK_ENDPOINT, WEBHOOK_ENDPOINT_WITH_SECRET, with_secret
 from kagent.api import ProjectApi, paginate, param_choice
@@ -157,7 +157,7 @@ class DeliveryRedeliverApi(ProjectApi):
     def post(self, request: Request, endpoint_id: str, delivery_id: str) -> Response:
         endpoint = selectors.endpoint_get(project=self.project, endpoint_id=endpoint_id)
         delivery = selectors.delivery_get(endpoint=endpoint, delivery_id=delivery_id)
-        delivery = services.delivery_redeliver(delivery=delivery)
+        delivery = deliveries.delivery_redeliver(delivery=delivery)
         return Response(
             WEBHOOK_DELIVERY.render(selectors.delivery_get(endpoint=endpoint, delivery_id=delivery.pk)),
             status=status.HTTP_202_ACCEPTED,

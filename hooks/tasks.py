@@ -8,14 +8,15 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from hooks import services
+from hooks import deliveries
+from hooks.sweep import hooks_sweep, webhook_events_expire
 
 
 @shared_task(name="hooks.dispatch", max_retries=0, time_limit=60, ignore_result=True)
 def dispatch(event_id: str) -> None:
     # Once per event (the dispatch is conditional); its deliveries are queued after it commits.
-    for delivery_id in services.event_dispatch(event_id=event_id):
-        services.send_delivery(delivery_id)
+    for delivery_id in deliveries.event_dispatch(event_id=event_id):
+        deliveries.send_delivery(delivery_id)
 
 
 @shared_task(
@@ -30,14 +31,14 @@ def dispatch(event_id: str) -> None:
 def deliver(delivery_id: str) -> None:
     # Take the delivery first (its lease), then send: a duplicate message finds it held or done and does nothing. A
     # retry due soon is queued with a countdown; later ones, and anything a dead worker held, come from the sweep.
-    result = services.delivery_attempt(delivery_id=delivery_id)
+    result = deliveries.delivery_attempt(delivery_id=delivery_id)
     if result is not None and result.countdown is not None:
-        services.send_delivery(delivery_id, countdown=result.countdown)
+        deliveries.send_delivery(delivery_id, countdown=result.countdown)
 
 
 @shared_task(name="hooks.sweep", max_retries=0, time_limit=120, ignore_result=True)
 def sweep() -> dict[str, int]:
-    return services.hooks_sweep()
+    return hooks_sweep()
 
 
 @shared_task(name="hooks.expire", max_retries=0, time_limit=300, ignore_result=True)
@@ -46,6 +47,4 @@ def expire() -> int:
     delivery logs, a bounded number."""
     if settings.KAGENT_WEBHOOK_RETENTION_DAYS <= 0:
         return 0
-    return services.webhook_events_expire(
-        before=timezone.now() - timedelta(days=settings.KAGENT_WEBHOOK_RETENTION_DAYS)
-    )
+    return webhook_events_expire(before=timezone.now() - timedelta(days=settings.KAGENT_WEBHOOK_RETENTION_DAYS))

@@ -13,7 +13,7 @@ from django.views.decorators.cache import never_cache
 
 from dashboard.access import MemberRequest, manager_required, member_page
 from dashboard.problems import Problems, problems_from
-from hooks import selectors, services
+from hooks import deliveries, selectors, services
 from hooks.apis import ENDPOINT_WRITE
 from hooks.models import EVENT_TYPES, WebhookEndpoint
 from kagent import throttle
@@ -113,7 +113,7 @@ def webhook_redeliver(request: MemberRequest, endpoint_id: str, delivery_id: str
     delivery = selectors.delivery_get(endpoint=endpoint, delivery_id=delivery_id)
     try:
         throttle.dashboard_action(request.project.pk, request.user.pk)
-        services.delivery_redeliver(delivery=delivery)
+        deliveries.delivery_redeliver(delivery=delivery)
     except ApiError as exc:
         messages.error(request, exc.message)
     else:
@@ -128,7 +128,7 @@ def webhook_test(request: MemberRequest, endpoint_id: str) -> HttpResponse:
     endpoint = selectors.endpoint_get(project=request.project, endpoint_id=endpoint_id)
     try:
         throttle.dashboard_action(request.project.pk, request.user.pk)
-        delivery = services.endpoint_send_test(endpoint=endpoint)
+        delivery = deliveries.endpoint_send_test(endpoint=endpoint)
     except ApiError as exc:
         messages.error(request, exc.message)
     else:

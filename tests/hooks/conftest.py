@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from hooks import services
+from hooks.deliveries import delivery_attempt, event_dispatch
 from hooks.models import WebhookDelivery, WebhookEvent
 from llm import retry
 from tests.runs.conftest import Harness
@@ -53,14 +53,14 @@ def pump(rounds: int = 10) -> None:
     for _ in range(rounds):
         events = list(WebhookEvent.objects.filter(dispatched_at__isnull=True).values_list("pk", flat=True))
         for event_id in events:
-            services.event_dispatch(event_id=event_id)
+            event_dispatch(event_id=event_id)
         due = list(
             WebhookDelivery.objects.filter(
                 status=WebhookDelivery.Status.PENDING, next_attempt_at__lte=timezone.now()
             ).values_list("pk", flat=True)
         )
         for delivery_id in due:
-            services.delivery_attempt(delivery_id=delivery_id)
+            delivery_attempt(delivery_id=delivery_id)
         if not events and not due:
             return
 

@@ -15,8 +15,9 @@ from standardwebhooks import Webhook
 
 from desk.models import Ticket
 from fakes.llm import calls, text
-from hooks import services
+from hooks.deliveries import AttemptResult, delivery_attempt, event_dispatch
 from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
+from hooks.sweep import hooks_sweep
 from tests.hooks.conftest import create_endpoint, pump, received
 from tests.runs.conftest import VERIFIED
 
@@ -148,7 +149,7 @@ def test_retries_back_off_with_jitter_on_the_configured_schedule(hk, upstream, s
     delivery.refresh_from_db()
     assert delivery.attempts == 2 and delivery.status == "pending"
     assert 480 - 1 <= (delivery.next_attempt_at - before).total_seconds() <= 720 + 1
-    assert services.AttemptResult("retrying", delivery.next_attempt_at).countdown is None  # the sweep's job
+    assert AttemptResult("retrying", delivery.next_attempt_at).countdown is None  # the sweep's job
     assert WebhookEndpoint.objects.get().failing_since is not None
 
 
@@ -286,20 +287,20 @@ def test_a_worker_that_died_holding_a_delivery_lets_the_sweep_send_it_again(hk, 
     create_endpoint(hk.api, upstream, types=["ticket.updated"])
     hk.api.patch(f"/v1/tickets/{_ticket(hk)}", {"status": "closed"}, format="json")
     queued: list[str] = []
-    assert services.hooks_sweep(dispatch=queued.append, deliver=queued.append) == {"dispatched": 0, "queued": 0}
+    assert hooks_sweep(dispatch=queued.append, deliver=queued.append) == {"dispatched": 0, "queued": 0}
     WebhookEvent.objects.update(created_at=timezone.now() - timedelta(seconds=30))
-    assert services.hooks_sweep(dispatch=queued.append, deliver=queued.append)["dispatched"] == 1
-    services.event_dispatch(event_id=queued[-1])
+    assert hooks_sweep(dispatch=queued.append, deliver=queued.append)["dispatched"] == 1
+    event_dispatch(event_id=queued[-1])
     delivery = WebhookDelivery.objects.get()
     # A worker took it and died: its lease is still running, so nobody else sends it.
     WebhookDelivery.objects.update(leased_until=timezone.now() + timedelta(seconds=60))
-    assert services.delivery_attempt(delivery_id=delivery.pk) is None
-    assert services.hooks_sweep(dispatch=queued.append, deliver=queued.append)["queued"] == 0
+    assert delivery_attempt(delivery_id=delivery.pk) is None
+    assert hooks_sweep(dispatch=queued.append, deliver=queued.append)["queued"] == 0
     # The lease ran out: the sweep queues it and the next attempt sends it.
     WebhookDelivery.objects.update(leased_until=timezone.now() - timedelta(seconds=1))
-    assert services.hooks_sweep(dispatch=queued.append, deliver=queued.append)["queued"] == 1
+    assert hooks_sweep(dispatch=queued.append, deliver=queued.append)["queued"] == 1
     assert queued[-1] == delivery.pk
-    assert services.delivery_attempt(delivery_id=delivery.pk).outcome == "succeeded"
+    assert delivery_attempt(delivery_id=delivery.pk).outcome == "succeeded"
     assert len(upstream.received) == 1
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from hooks import services
+from hooks.deliveries import event_dispatch
 from hooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
 from tests.races import race
 
@@ -39,7 +40,7 @@ def test_deleting_an_endpoint_while_an_event_is_dispatched(alice: Any, deferred:
         inserted.wait(5)
         services.endpoint_delete(endpoint=endpoint)
 
-    errors = race(dispatch=lambda: services.event_dispatch(event_id=event.pk), endpoint_delete=delete)
+    errors = race(dispatch=lambda: event_dispatch(event_id=event.pk), endpoint_delete=delete)
     # Before 0010 the dispatch failed instead (its delivery's key checked at its COMMIT, after the deletion): the
     # sweep dispatches the event again, to the endpoints that are left.
     assert "endpoint_delete" not in errors, errors  # the project's own request

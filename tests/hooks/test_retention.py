@@ -11,8 +11,10 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
+from hooks.deliveries import delivery_redeliver
 from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEvent
-from hooks.services import delivery_redeliver, endpoint_create, webhook_events_expire
+from hooks.services import endpoint_create
+from hooks.sweep import webhook_events_expire
 from hooks.tasks import expire
 from kagent.errors import NotFound
 from kagent.models import EgressEvent, Project

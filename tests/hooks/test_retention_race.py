@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from hooks import services
 from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
+from hooks.sweep import webhook_events_expire
 from tests.hooks.test_retention import alices_endpoint, event
 from tests.races import race
 
@@ -38,7 +39,7 @@ def test_deleting_an_endpoint_while_retention_deletes_its_old_deliveries(alice: 
 
     def expire() -> None:
         threading.current_thread().name = "retention"
-        services.webhook_events_expire(before=timezone.now() - timedelta(days=30))
+        webhook_events_expire(before=timezone.now() - timedelta(days=30))
 
     def endpoint_delete() -> None:
         retention_holds.wait(5)

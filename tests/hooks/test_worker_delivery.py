@@ -9,7 +9,7 @@ import pytest
 
 from desk.models import Ticket
 from hooks.models import WebhookDelivery
-from hooks.services import hooks_sweep
+from hooks.sweep import hooks_sweep
 from tests.conftest import make_tenant, wait_for
 from tests.hooks.conftest import create_endpoint, received
 

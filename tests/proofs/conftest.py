@@ -12,7 +12,7 @@ import pytest
 
 from checks.models import Check, CheckRun
 from fakes.llm import calls, text
-from hooks import services as hook_services
+from hooks import deliveries as hook_deliveries
 from hooks.models import WebhookDelivery, WebhookEvent
 from kagent.models import EgressEvent
 from llm import retry
@@ -177,7 +177,7 @@ def world(alice: Tenant, fake_llm: Any, monkeypatch: Any) -> World:
     )
     # What a worker does first with the recorded events: a delivery per endpoint (none is attempted here).
     for event_id in WebhookEvent.objects.filter(project=alice.project).values_list("pk", flat=True):
-        hook_services.event_dispatch(event_id=event_id)
+        hook_deliveries.event_dispatch(event_id=event_id)
     delivery = WebhookDelivery.objects.filter(endpoint_id=endpoint["id"]).values_list("pk", flat=True).first()
     assert delivery is not None
     check = Check.objects.create(project=alice.project, agent_id=agent, name="Alice's check", input="hi")
