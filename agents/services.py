@@ -11,7 +11,7 @@ from django.db import DataError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agents.config import validate_config
+from agents.config_validation import validate_config
 from agents.knowledge.fetch import FetchOutcome, fetch_source
 from agents.knowledge.index import replace_passages
 from agents.knowledge.passages import split_text

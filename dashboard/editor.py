@@ -1,7 +1,7 @@
 """The agent editor's form: an agent's draft config as form fields, and a form post back as a config.
 
 Reading a post is parsing only (text to numbers, JSON text to JSON, rows to lists); every rule about what a config
-may hold stays with `agents.config.validate_config`, reached through the same `Input` and service as
+may hold stays with `agents.config_validation.validate_config`, reached through the same `Input` and service as
 `PATCH /v1/agents/{id}`. Each field is named by the config path it fills (`$.tools.max_tool_rounds`), so a refusal
 lands next to its field (dashboard/problems.py). The tool grants as shown, and as read from the draft, are in
 dashboard/editor_grants.py.

@@ -28,8 +28,9 @@ from typing import Any
 
 from guard import figures
 from guard.facts import Evidence, Facts
-from guard.lexicon import CONCEPTS, GAP, HARD, INDEX, MAX_GAP, SOFT, Form, Index, Lexicon, Phrases, key, tokens
+from guard.lexicon import CONCEPTS, GAP, INDEX, MAX_GAP, Form, Index, Lexicon, Phrases
 from guard.reading import Sentence, sentences
+from guard.tokens import HARD, SOFT, key, tokens
 
 UNBACKED_ACTION = "unbacked_action"
 UNGROUNDED_REFERENCE = "ungrounded_reference"

@@ -11,8 +11,9 @@ import json
 
 from guard.claims import Ground, _clause_tokens, sentence_claims
 from guard.corpus import cases, facts_of
-from guard.lexicon import INDEX, tokens
+from guard.lexicon import INDEX
 from guard.reading import sentences
+from guard.tokens import tokens
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 
-from agents.config import validate_config
+from agents.config_validation import validate_config
 from agents.models import Agent
 from agents.selectors import agent_get
 from conversations import selectors as conversation_selectors

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from agents.config import AGENT_CONFIG_SCHEMA, validate_config
+from agents.config import AGENT_CONFIG_SCHEMA
+from agents.config_validation import validate_config
 from kagent.errors import ApiError
 from kagent.inputs import Input
 from tools.validation import TOOL_DEFINITION_SCHEMA, validate_http_tool

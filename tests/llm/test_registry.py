@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.config import AGENT_CONFIG_SCHEMA, validate_config
+from agents.config import AGENT_CONFIG_SCHEMA
+from agents.config_validation import validate_config
 from dashboard.editor import PROVIDERS as DASHBOARD_CHOICES
 from kagent.errors import Unprocessable
 from llm.providers import PROVIDERS, REGISTRY
