@@ -108,7 +108,7 @@ class Ground:
 # --- actions ---------------------------------------------------------------------------------------------------
 
 
-def _clause_tokens(toks: list[str], lexicon: Lexicon) -> list[list[str]]:
+def clause_tokens(toks: list[str], lexicon: Lexicon) -> list[list[str]]:
     """A sentence's clauses as `lexicon`'s language splits them, each a list of tokens with `SOFT` where a join word
     stood (a break word opens the clause it starts)."""
     breaks, joins = lexicon.lists["breaks"], lexicon.lists["joins"]
@@ -251,7 +251,7 @@ def _actions(sentence: Sentence, index: Index, deadline: float = float("inf")) -
     languages = index.languages(toks)
     for language in languages:
         lexicon = index.lexicons[language]
-        clauses = _clause_tokens(toks, lexicon)
+        clauses = clause_tokens(toks, lexicon)
         conditional = bool(clauses) and lexicon.opens("conditions", clauses[0])
         # "…already refunded, or do you still see nothing?": a question of alternatives asks every clause.
         alternative = sentence.asks and lexicon.lists["alternatives"].within(toks)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from guard.claims import Ground, _clause_tokens, sentence_claims
+from guard.claims import Ground, clause_tokens, sentence_claims
 from guard.corpus import cases, facts_of
 from guard.lexicon import INDEX
 from guard.reading import sentences
@@ -33,7 +33,7 @@ def main() -> None:
         print(f"sentence: {sentence.text}{'   (asks)' if sentence.asks else ''}")
         toks = tokens(sentence.words)
         for language in INDEX.languages(toks):
-            for clause in _clause_tokens(toks, INDEX.lexicons[language]):
+            for clause in clause_tokens(toks, INDEX.lexicons[language]):
                 print(f"  {language} clause:", " ".join("|" if token.startswith("\x00") else token for token in clause))
         for claim in sentence_claims(sentence, ground):
             print(f"  CLAIM {claim.kind}: {claim.text}")

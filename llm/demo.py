@@ -22,8 +22,8 @@ from typing import Any
 
 import regex
 
-from llm.demo_replies import _demo_text
-from llm.demo_words import _WORD_RE, _words, demo_asks_for_a_person
+from llm.demo_replies import demo_text
+from llm.demo_words import WORD_RE, content_words, demo_asks_for_a_person
 from llm.types import ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition, Usage
 from tools.arabic import normalize_arabic, normalize_digits
 from tools.builtins import TRANSFER_TO_HUMAN
@@ -42,14 +42,14 @@ _ID_HINTS = ("number", "id", "code", "reference", "ref", "tracking", "رقم")
 
 
 def _tool_score(user_words: set[str], tool: ToolDefinition) -> int:
-    name_words = set(_words(tool.name.replace("_", " ")))
-    description_words = set(_words(tool.description))
+    name_words = set(content_words(tool.name.replace("_", " ")))
+    description_words = set(content_words(tool.description))
     return sum(_NAME_WEIGHT if word in name_words else 1 if word in description_words else 0 for word in user_words)
 
 
 def demo_pick_tool(user_text: str, tools: Sequence[ToolDefinition]) -> ToolDefinition | None:
     """The tool whose name and description share the most words with `user_text`, if it reaches the threshold."""
-    user_words = set(_words(user_text))
+    user_words = set(content_words(user_text))
     best: tuple[int, str] | None = None
     chosen: ToolDefinition | None = None
     for tool in tools:
@@ -138,7 +138,7 @@ def _string_value(name: str, schema: dict[str, Any], text: str, *, required: boo
     matched = _pattern_token(schema.get("pattern"), tokens)
     if matched is not None:
         return matched
-    hint_words = _WORD_RE.findall(f"{name} {schema.get('description', '')}".lower().replace("_", " "))
+    hint_words = WORD_RE.findall(f"{name} {schema.get('description', '')}".lower().replace("_", " "))
     if schema.get("format") == "email" or "email" in hint_words:
         email = _find_email(text)
         if email is not None:
@@ -154,7 +154,7 @@ def _enum_value(schema: dict[str, Any], user_words: set[str]) -> tuple[Any, bool
     """(the enum value whose words appear in the message, True), else (the first value, False)."""
     values = schema.get("enum") or []
     for value in values:
-        words = set(_words(str(value).replace("_", " ")))
+        words = set(content_words(str(value).replace("_", " ")))
         if words and words <= user_words:
             return value, True
     return (values[0] if values else None), False
@@ -164,7 +164,7 @@ def demo_arguments(tool: ToolDefinition, user_text: str) -> dict[str, Any]:
     """Arguments for `tool` from the user's words, by its JSON Schema; optional ones only when clearly given."""
     properties = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
     required = set(tool.parameters.get("required") or []) if isinstance(tool.parameters, dict) else set()
-    user_words = set(_words(user_text))
+    user_words = set(content_words(user_text))
     numbers = _numbers(user_text)
     message = " ".join(user_text.split())
     args: dict[str, Any] = {}
@@ -228,7 +228,7 @@ def demo_complete(request: ModelRequest) -> ModelResponse:
                 usage=Usage(input_tokens=input_tokens, output_tokens=_word_count(arguments)),
                 model_name=DEMO_MODEL_NAME,
             )
-    text = f"{DEMO_PREFIX} {_demo_text(request, last_user)}"
+    text = f"{DEMO_PREFIX} {demo_text(request, last_user)}"
     if request.sink is not None:
         for piece in _word_pieces(text):
             request.sink.text(piece)

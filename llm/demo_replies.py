@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any, Final
 
-from llm.demo_words import _words
+from llm.demo_words import content_words
 from llm.transport import json_object
 from llm.types import Message, ModelRequest
 from tools.builtins import CREATE_TICKET, FLAG_CONVERSATION, SEARCH_KNOWLEDGE, TRANSFER_TO_HUMAN, Receipt
@@ -232,11 +232,11 @@ def _knowledge_reply(data: dict[str, Any], user_text: str, language: str) -> str
     """The sentence of the best passage that shares the most words with the customer's question."""
     results = data.get("results")
     best = results[0] if isinstance(results, list) and results and isinstance(results[0], dict) else {}
-    wanted = set(_words(user_text))
+    wanted = set(content_words(user_text))
     chosen, score = "", -1
     for sentence in _sentences(str(best.get("passage") or "")):
         if sentence and "{" not in sentence and "}" not in sentence and not _internal_id(sentence):
-            shared = len(wanted.intersection(_words(sentence)))
+            shared = len(wanted.intersection(content_words(sentence)))
             if shared > score:
                 chosen, score = sentence, shared
     if not chosen:
@@ -286,7 +286,7 @@ def _result_reply(message: Message, user_text: str, language: str) -> str:
     return _generic_reply(result, language)
 
 
-def _demo_text(request: ModelRequest, last_user: int) -> str:
+def demo_text(request: ModelRequest, last_user: int) -> str:
     turn = request.messages[last_user + 1 :]
     user_text = request.messages[last_user].content if last_user >= 0 else ""
     language = _language(user_text)

@@ -11,7 +11,7 @@ from tools.arabic import normalize_arabic
 
 # The user's words are anyone's: every expression on them is linear or runs with a time limit.
 # linear: one character class, repeated; a failed start costs one character.
-_WORD_RE = re.compile(r"\w+", re.UNICODE)
+WORD_RE = re.compile(r"\w+", re.UNICODE)
 
 _STOPWORDS_RAW = """
 a an the and or but if of to in on at by for from with about into over under as is are was were be been being am
@@ -36,10 +36,10 @@ def _stem(word: str) -> str:
     return word[:-1] if word.endswith("e") and len(word) > 3 else word
 
 
-def _words(text: str) -> list[str]:
+def content_words(text: str) -> list[str]:
     """Content words of `text`: Arabic-folded, split, stopwords and 1-letter tokens dropped, lightly stemmed."""
     out: list[str] = []
-    for token in _WORD_RE.findall(normalize_arabic(text).replace("_", " ")):
+    for token in WORD_RE.findall(normalize_arabic(text).replace("_", " ")):
         if len(token) < 2 or token in _STOPWORDS or token.isdigit():
             continue
         out.append(_stem(token))
@@ -113,8 +113,8 @@ def _forms(word: str) -> frozenset[str]:
 
 
 def _words_and_forms(text: str) -> list[frozenset[str]]:
-    # linear: _WORD_RE is one character class, repeated.
-    return [_forms(word) for word in _WORD_RE.findall(normalize_arabic(text))]
+    # linear: WORD_RE is one character class, repeated.
+    return [_forms(word) for word in WORD_RE.findall(normalize_arabic(text))]
 
 
 def _starts_phrase(words: list[frozenset[str]], at: int, phrase: tuple[str, ...]) -> bool:
