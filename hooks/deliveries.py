@@ -27,13 +27,14 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from hooks import outbox
-from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
+from hooks.models import PING, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
+from hooks.resources import check_event_body
 from hooks.services import endpoint_secrets
 from kagent import broker
 from kagent.egress import USER_AGENT, EgressClient, EgressError, get_client, shown_code
 from kagent.errors import Conflict, NotFound
 from kagent.masking import mask_secrets
-from kagent.rendering import unix
+from kagent.rendering import Resource, unix
 from kagent.signing import SigningError, webhook_headers
 
 DELIVER_TASK = "hooks.deliver"
@@ -105,6 +106,8 @@ def send_delivery(delivery_id: str, countdown: float | None = None) -> None:
 def event_body(event: WebhookEvent) -> bytes:
     """What the endpoint receives: the same bytes on every attempt and redelivery."""
     payload = {"id": event.pk, "type": event.type, "created_at": unix(event.created_at), "data": event.data}
+    if Resource.check_renders:
+        check_event_body(payload)
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
 
 
@@ -290,8 +293,6 @@ def _disable_if_failing(delivery: WebhookDelivery, answer: _Answer, now: datetim
 
 
 # --- a test event ------------------------------------------------------------------------------------------------
-
-PING = "ping"
 
 
 def endpoint_send_test(*, endpoint: WebhookEndpoint, client: EgressClient | None = None) -> WebhookDelivery:

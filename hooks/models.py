@@ -3,6 +3,8 @@ an event to an endpoint, and each attempt of a delivery (the delivery log)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -10,25 +12,43 @@ from django.utils import timezone
 from kagent.ids import PrefixedIdField
 from kagent.models import Project
 
-# The one list of the events a business can subscribe to (SPEC §4 "Webhook event"; issue #11): each type with the
-# kind of object its `data` is. What subscribes, validates, dispatches and renders reads it (hooks/outbox.py: the
-# run events recorded by the engine's own statements; runs/webhook_events.py: the run's status of each).
-EVENT_OBJECTS: dict[str, str] = {
-    "run.completed": "run",
-    "run.failed": "run",
-    "run.requires_action": "run",
-    "run.cancelled": "run",
-    "handoff.created": "handoff",
-    "handoff.closed": "handoff",
-    "ticket.created": "ticket",
-    "ticket.updated": "ticket",
-    "conversation.flagged": "session",
-    "session.message.created": "message",
-    "session.updated": "session",
-    "approval.requested": "approval",
-    "approval.decided": "approval",
+
+@dataclass(frozen=True)
+class EventType:
+    """What an event's `data` is: the kind of object, and its schema's component in the OpenAPI document (the
+    resource its app renders it with: runs, conversations and the desk sit above this app)."""
+
+    object: str
+    schema: str
+
+
+# The one list of the events a business can subscribe to (SPEC §4 "Webhook event"; issue #11), each with its payload.
+# What subscribes, validates, dispatches, renders and documents reads it (hooks/outbox.py: the run events recorded by
+# the engine's own statements; runs/webhook_events.py: the run's status of each; hooks/resources.py: each event's
+# schema in the OpenAPI document's `webhooks`).
+_RUN = EventType("run", "Run")
+_HANDOFF = EventType("handoff", "Handoff")
+_TICKET = EventType("ticket", "Ticket")
+_SESSION = EventType("session", "Session")
+_MESSAGE = EventType("message", "Message")
+_APPROVAL = EventType("approval", "Approval")
+EVENTS: dict[str, EventType] = {
+    "run.completed": _RUN,
+    "run.failed": _RUN,
+    "run.requires_action": _RUN,
+    "run.cancelled": _RUN,
+    "handoff.created": _HANDOFF,
+    "handoff.closed": _HANDOFF,
+    "ticket.created": _TICKET,
+    "ticket.updated": _TICKET,
+    "conversation.flagged": _SESSION,
+    "session.message.created": _MESSAGE,
+    "session.updated": _SESSION,
+    "approval.requested": _APPROVAL,
+    "approval.decided": _APPROVAL,
 }
-EVENT_TYPES: tuple[str, ...] = tuple(EVENT_OBJECTS)
+EVENT_TYPES: tuple[str, ...] = tuple(EVENTS)
+PING = "ping"  # the test event a person sends an endpoint from the dashboard: nobody subscribes to it
 
 
 class WebhookEndpoint(models.Model):

@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hooks.models import EVENT_OBJECTS, EVENT_TYPES, WebhookEvent
+from hooks.models import EVENT_TYPES, EVENTS, WebhookEvent
 from kagent import broker
 from kagent.sql import execute
 
 DISPATCH_TASK = "hooks.dispatch"
 # A run's status events: recorded by the engine's statements with the status change (runs/run_events.py).
-RUN_EVENT_TYPES = frozenset(name for name, kind in EVENT_OBJECTS.items() if kind == "run")
+RUN_EVENT_TYPES = frozenset(name for name, kind in EVENTS.items() if kind.object == "run")
 
 Renderer = Callable[[WebhookEvent], dict[str, Any] | None]
 _RENDERERS: dict[str, Renderer] = {}

@@ -1,14 +1,16 @@
-"""How webhook endpoints, their deliveries and the delivery log look in the API (and the OpenAPI document)."""
+"""How webhook endpoints, their deliveries and the delivery log look in the API (and the OpenAPI document), and
+each event type's body (`EVENT_SCHEMAS`, documented under the document's `webhooks`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.utils import timezone
+from jsonschema import Draft202012Validator
 
-from hooks.models import EVENT_TYPES, WebhookAttempt, WebhookDelivery, WebhookEndpoint
-from kagent.openapi import component
-from kagent.rendering import Const, Field, Resource, Timestamp, unix
+from hooks.models import EVENT_TYPES, EVENTS, PING, WebhookAttempt, WebhookDelivery, WebhookEndpoint
+from kagent.openapi import component, webhook
+from kagent.rendering import Const, Field, Resource, Timestamp, check_rendered, unix, validator
 
 _ID = {"type": "string"}
 
@@ -74,25 +76,54 @@ WEBHOOK_ENDPOINT_WITH_SECRET: Resource[Any] = Resource(
     },
 )
 
-WEBHOOK_EVENT_SCHEMA = component(
-    "WebhookEvent",
-    {
+
+def _event_schema(event_type: str, payload: str) -> dict[str, Any]:
+    return {
         "type": "object",
-        "description": "What an endpoint receives (the POST body), signed with Standard Webhooks headers; "
-        "webhook-id is the event's id on every attempt and redelivery.",
+        "description": f"{event_type}: what an endpoint receives (the POST body), signed with Standard Webhooks "
+        "headers; webhook-id is the event's id on every attempt and redelivery.",
         "required": ["id", "type", "created_at", "data"],
         "properties": {
             "id": {"type": "string", "example": "evt_01j…"},
-            "type": {"enum": list(EVENT_TYPES)},
+            "type": {"const": event_type},
             "created_at": {"type": "integer", "description": "Unix seconds"},
             "data": {
-                "type": "object",
-                "description": "the object as the API renders it: a Run (run.*), a Handoff, a Ticket, or a "
-                "Session (conversation.flagged). A store: false run has ids and statuses only.",
+                "$ref": f"#/components/schemas/{payload}",
+                "description": f"the {payload} as the API renders it when the event happened (a store: false run's "
+                "content is left empty)",
             },
         },
+    }
+
+
+# Each event type's body, from the one list (hooks/models.py EVENTS), and the test event a person sends from the
+# dashboard (`ping`, which nobody subscribes to): a component and a webhook of the document each.
+PING_DATA = component(
+    "WebhookPing",
+    {
+        "type": "object",
+        "required": ["endpoint", "message"],
+        "properties": {"endpoint": {"type": "string"}, "message": {"type": "string"}},
     },
 )
+EVENT_SCHEMAS = {
+    **{name: _event_schema(name, kind.schema) for name, kind in EVENTS.items()},
+    PING: _event_schema(PING, "WebhookPing"),
+}
+for _name, _schema in EVENT_SCHEMAS.items():
+    webhook(_name, component(f"WebhookEvent.{_name}", _schema), _schema["description"])
+WEBHOOK_EVENT_SCHEMA = component(
+    "WebhookEvent", {"oneOf": [{"$ref": f"#/components/schemas/WebhookEvent.{name}"} for name in EVENT_SCHEMAS]}
+)
+_EVENT_CHECKERS: dict[str, Draft202012Validator] = {}
+
+
+def check_event_body(payload: dict[str, Any]) -> None:
+    """The tests' check (`Resource.check_renders`) of a webhook body against its event type's documented schema."""
+    event_type = payload["type"]
+    if event_type not in _EVENT_CHECKERS:
+        _EVENT_CHECKERS[event_type] = validator(EVENT_SCHEMAS[event_type])
+    check_rendered(_EVENT_CHECKERS[event_type], f"the {event_type} webhook", payload)
 
 
 def _attempt(attempt: WebhookAttempt) -> dict[str, Any]:

@@ -34,6 +34,22 @@ def registered_components() -> dict[str, dict[str, Any]]:
     return dict(_COMPONENTS)
 
 
+_WEBHOOKS: dict[str, dict[str, Any]] = {}
+
+
+def webhook(name: str, ref: dict[str, Any], description: str) -> None:
+    """An event the API POSTs to the business's endpoints, in the document's `webhooks` (OpenAPI 3.1): its body
+    is `ref`, and any 2xx answer is success."""
+    _WEBHOOKS[name] = {
+        "post": {
+            "operationId": f"webhook_{name.replace('.', '_')}",
+            "description": description,
+            "requestBody": {"required": True, "content": {"application/json": {"schema": ref}}},
+            "responses": {"2XX": {"description": "received (any other answer is retried)"}},
+        }
+    }
+
+
 def empty_is_unset(*operation_ids: str) -> None:
     """These operations read their filters with `kagent.api.param_*`, where an empty value (`?status=`, as a filter
     form sends "any") is no filter: their documented parameters say so (the fuzzer found the document refusing
@@ -90,9 +106,11 @@ UNAVAILABLE_RESPONSE = {
 
 
 def add_components(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
-    """drf-spectacular postprocessing hook: our components, and every operation's errors (any 4xx, in the error
-    JSON: an unknown id, a body or parameter that isn't valid, a missing key, a limit reached…)."""
+    """drf-spectacular postprocessing hook: our components and webhooks, and every operation's errors (any 4xx, in the
+    error JSON: an unknown id, a body or parameter that isn't valid, a missing key, a limit reached…)."""
     result.setdefault("components", {}).setdefault("schemas", {}).update(_COMPONENTS)
+    if _WEBHOOKS:
+        result["webhooks"] = dict(_WEBHOOKS)
     for item in result.get("paths", {}).values():
         for method, operation in item.items():
             if method in ("get", "post", "put", "patch", "delete"):

@@ -86,10 +86,18 @@ class Resource(Generic[T]):
 
     def _check(self, rendered: dict[str, Any]) -> None:
         if self._validator is None:
-            # `#/components/schemas/X` references resolve inside the document itself.
-            document = {**self.schema, "components": {"schemas": registered_components()}}
-            self._validator = Draft202012Validator(document)
-        errors = list(self._validator.iter_errors(rendered))
-        if errors:
-            where = "/".join(map(str, errors[0].absolute_path))
-            raise AssertionError(f"{self.name} rendered outside its schema at {where or '$'}: {errors[0].message}")
+            self._validator = validator(self.schema)
+        check_rendered(self._validator, self.name, rendered)
+
+
+def validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """A validator of `schema` whose `#/components/schemas/X` references resolve inside the document itself."""
+    return Draft202012Validator({**schema, "components": {"schemas": registered_components()}})
+
+
+def check_rendered(checker: Draft202012Validator, name: str, rendered: Any) -> None:
+    """The tests' check of a rendered object (with `Resource.check_renders` on): an AssertionError naming where."""
+    errors = list(checker.iter_errors(rendered))
+    if errors:
+        where = "/".join(map(str, errors[0].absolute_path))
+        raise AssertionError(f"{name} rendered outside its schema at {where or '$'}: {errors[0].message}")

@@ -10,7 +10,7 @@ and the model reads `approval_denied`; one nobody decided in time reads `approva
 `scope: session` approves the tool for the rest of the conversation (Kram's "always").
 
 Webhooks: `approval.requested` when a call starts waiting, `approval.decided` when it is decided or expires, each
-with the approval as `approval_data` renders it. Test-panel (sandbox) runs send none.
+with the approval as the `Approval` resource renders it. Test-panel (sandbox) runs send none.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from kagent.errors import Conflict, Unprocessable
 from runs import run_events, transitions
 from runs.models import Run, RunEvent, ToolCall
 from runs.queue import enqueue_run
+from runs.resources import APPROVAL, Approval
 
 APPROVE_TOOL_CALLS: Final = "approve_tool_calls"
 DECISIONS: Final = ("approve", "deny")
@@ -75,33 +76,11 @@ def session_approvals(session_id: str) -> dict[str, dict[str, Any]]:
     return {name: {**approval, "given_on": pk} for name, pk, approval in rows if isinstance(approval, dict)}
 
 
-def approval_status(call: ToolCall) -> str:
-    """waiting | approved | denied | expired | cancelled (the run ended before anyone decided)."""
-    decision = (call.approval or {}).get("decision")
-    if decision is None:
-        return "waiting" if call.status == ToolCall.Status.AWAITING_APPROVAL else "cancelled"
-    return {"approve": "approved", "deny": "denied"}.get(str(decision), "expired")
-
-
 def approval_data(run: Run, call: ToolCall, *, expires_at: int | None = None) -> dict[str, Any]:
-    """The approval as webhooks and the dashboard show it."""
+    """The approval as webhooks and the dashboard show it (runs/resources.py `APPROVAL`)."""
     if expires_at is None and isinstance(run.required_action, dict):
         expires_at = run.required_action.get("expires_at")
-    return {
-        "id": call.pk,
-        "object": "approval",
-        "run": run.pk,
-        "session": run.session_id,
-        "agent": run.agent_id,
-        "call_id": call.pk,
-        "name": call.name,
-        # A `store: false` run's webhooks carry ids and statuses only (runs/webhook_events.py), its arguments too.
-        "arguments": (call.arguments or {}) if run.store else None,
-        "status": approval_status(call),
-        "expires_at": expires_at,
-        "decision": call.approval,
-        "created_at": int(call.created_at.timestamp()),
-    }
+    return APPROVAL.render(Approval(run, call, expires_at))
 
 
 def approval_event(run: Run, call: ToolCall, event_type: str, *, expires_at: int | None = None) -> None:

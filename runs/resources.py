@@ -3,6 +3,7 @@ events carry the same renderings. The desk's tickets and handoffs: desk/resource
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import guard
@@ -261,3 +262,51 @@ def for_browser(rendered: dict[str, Any]) -> dict[str, Any]:
             "message": BROWSER_ERROR_MESSAGES.get(code, BROWSER_ERROR_MESSAGES["internal_error"]),
         }
     return rendered
+
+
+# --- an approval: a call waiting for a person's decision, as webhooks and the dashboard show it --------------------
+
+
+@dataclass(frozen=True)
+class Approval:
+    run: Run
+    call: ToolCall
+    expires_at: int | None  # Unix seconds: until when a person may decide
+
+
+def approval_status(call: ToolCall) -> str:
+    """waiting | approved | denied | expired | cancelled (the run ended before anyone decided)."""
+    decision = (call.approval or {}).get("decision")
+    if decision is None:
+        return "waiting" if call.status == ToolCall.Status.AWAITING_APPROVAL else "cancelled"
+    return {"approve": "approved", "deny": "denied"}.get(str(decision), "expired")
+
+
+APPROVAL: Resource[Approval] = Resource(
+    "Approval",
+    {
+        "id": Field({"type": "string", "description": "the tool call's id"}, lambda a: a.call.pk),
+        "object": Const("approval"),
+        "run": Field(_ID, lambda a: a.run.pk),
+        "session": Field(_NULLABLE_ID, lambda a: a.run.session_id),
+        "agent": Field(_ID, lambda a: a.run.agent_id),
+        "call_id": Field(_ID, lambda a: a.call.pk),
+        "name": Field({"type": "string", "description": "the tool"}, lambda a: a.call.name),
+        "arguments": Field(
+            {"type": ["object", "array", "null"], "description": "null for a `store: false` run"},
+            # A `store: false` run's webhooks carry ids and statuses only (runs/webhook_events.py), its arguments too.
+            lambda a: (a.call.arguments or {}) if a.run.store else None,
+        ),
+        "status": Field(
+            {"enum": ["waiting", "approved", "denied", "expired", "cancelled"]}, lambda a: approval_status(a.call)
+        ),
+        "expires_at": Field({"type": ["integer", "null"], "description": "Unix seconds"}, "expires_at"),
+        "decision": Field(
+            {"type": ["object", "null"], "description": "who decided, how (`decision`, `scope`, `note`) and when"},
+            lambda a: a.call.approval,
+        ),
+        "created_at": Field(
+            {"type": "integer", "description": "Unix seconds"}, lambda a: int(a.call.created_at.timestamp())
+        ),
+    },
+)
