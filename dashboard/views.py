@@ -1,25 +1,18 @@
-"""Dashboard pages. Each view parses, calls one service or selector, renders."""
+"""The dashboard's account pages outside a project: home, sign in and out, the project picker (a project's pages:
+dashboard/pages/, each behind `member_page`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from django.conf import settings
-from django.contrib import messages
 from django.contrib.auth import logout
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_POST
 
-from agents.selectors import agent_list
-from dashboard.access import SESSION_KEY, MemberRequest, manager_required, project_required, signed_in_user
-from dashboard.forms import ApiKeyCreateForm, EmailLoginForm, RequestLimitsForm
-from kagent import services
-from kagent.errors import ApiError, NotFound
-from kagent.selectors import api_key_list, membership_for_project, project_list_for_user
+from dashboard.access import SESSION_KEY, signed_in_user
+from dashboard.forms import EmailLoginForm
+from kagent.selectors import membership_for_project, project_list_for_user
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -54,127 +47,3 @@ def project_select(request: HttpRequest, project_id: str) -> HttpResponse:
         raise Http404("No such project.")
     request.session[SESSION_KEY] = project_id
     return redirect("dashboard:agents")
-
-
-@project_required
-def settings_home(request: HttpRequest) -> HttpResponse:
-    return redirect("dashboard:api-keys")
-
-
-# never_cache: the page that reveals a new key must not be kept by the browser or a proxy.
-@never_cache
-@project_required
-@require_http_methods(["GET", "POST"])
-def api_keys(request: MemberRequest) -> HttpResponse:
-    created_key = None
-    form = ApiKeyCreateForm(request.POST if request.method == "POST" else None)
-    if request.method == "POST":
-        manager_required(request)
-        if form.is_valid():
-            _, created_key = services.api_key_create(
-                project=request.project,
-                kind=form.cleaned_data["kind"],
-                name=form.cleaned_data["name"],
-            )
-            form = ApiKeyCreateForm()
-    return _api_keys_page(request, form, created_key, None)
-
-
-def _api_keys_page(
-    request: MemberRequest,
-    form: ApiKeyCreateForm,
-    created_key: str | None,
-    limits: RequestLimitsForm | None,
-    origins: OriginsProblem | None = None,
-) -> HttpResponse:
-    project = request.project
-    keys = list(api_key_list(project=project))
-    context = {
-        "keys": keys,
-        "browser_keys": [
-            {
-                "key": key,
-                "text": origins.text if origins and origins.key_id == key.pk else "\n".join(key.allowed_origins),
-                "error": origins.message if origins and origins.key_id == key.pk else None,
-            }
-            for key in keys
-            if not key.is_secret and key.is_active
-        ],
-        "form": form,
-        "created_key": created_key,
-        # The widget's snippet names an agent: the first published one (the person changes it for another).
-        "snippet_agent": agent_list(project=project)
-        .filter(latest_version_number__isnull=False)
-        .order_by("name")
-        .first(),
-        "limits": limits
-        or RequestLimitsForm(
-            initial={
-                "api_rate_secret": project.api_rate_secret,
-                "api_rate_publishable": project.api_rate_publishable,
-                "run_rate_publishable": project.run_rate_publishable,
-            }
-        ),
-        "limit_defaults": {
-            "api_rate_secret": settings.KAGENT_API_RATE_SECRET,
-            "api_rate_publishable": settings.KAGENT_API_RATE_PUBLISHABLE,
-            "run_rate_publishable": settings.KAGENT_RUN_RATE_PUBLISHABLE,
-        },
-        "publishable_ceiling_factor": settings.KAGENT_PUBLISHABLE_CEILING_FACTOR,
-    }
-    return render(request, "dashboard/api_keys.html", context)
-
-
-@project_required
-@require_POST
-def request_limits(request: MemberRequest) -> HttpResponse:
-    manager_required(request)
-    form = RequestLimitsForm(request.POST)
-    if form.is_valid():
-        services.project_limits_update(project=request.project, **form.cleaned_data)
-        return redirect("dashboard:api-keys")
-    return _api_keys_page(request, ApiKeyCreateForm(), None, form)
-
-
-@dataclass(frozen=True)
-class OriginsProblem:
-    """A key's allowed origins as typed, refused with the API's message (shown next to that key's field)."""
-
-    key_id: str
-    text: str
-    message: str
-
-
-@project_required
-@require_POST
-def api_key_origins(request: MemberRequest, key_id: str) -> HttpResponse:
-    """A publishable key's allowed origins (CORS for the chat widget): one origin a line (or comma-separated)."""
-    manager_required(request)
-    text = request.POST.get("allowed_origins", "")
-    origins = [item for item in text.replace(",", " ").split() if item]
-    try:
-        key = services.api_key_origins_update(project=request.project, key_id=key_id, allowed_origins=origins)
-    except NotFound:
-        raise Http404("No such API key.") from None
-    except ApiError as exc:
-        if exc.code == "origins_for_publishable_keys_only":  # no field on the page to show it by
-            messages.error(request, exc.message)
-            return redirect("dashboard:api-keys")
-        problem = OriginsProblem(key_id, text, exc.message)
-        return _api_keys_page(request, ApiKeyCreateForm(), None, None, problem)
-    shown = ", ".join(key.allowed_origins) or "none: no web page may use it"
-    messages.success(request, f"Saved the allowed origins of {key.hint}: {shown}.")
-    return redirect("dashboard:api-keys")
-
-
-@project_required
-@require_POST
-def api_key_revoke(request: MemberRequest, key_id: str) -> HttpResponse:
-    manager_required(request)
-    try:
-        key = services.api_key_revoke(project=request.project, key_id=key_id)
-    except NotFound:
-        raise Http404("No such API key.") from None
-    if request.htmx:
-        return render(request, "dashboard/_api_key_row.html", {"key": key})
-    return redirect("dashboard:api-keys")
