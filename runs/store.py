@@ -29,8 +29,9 @@ from conversations import session_events
 from conversations.models import EndUser, SessionEvent
 from conversations.models import Message as ChatMessage
 from hooks import outbox
-from kagent.egress import EgressRecord, record_in_log
+from kagent.egress import record_in_log
 from kagent.ids import new_id
+from kagent.models import EgressEvent
 from kagent.sql import execute, json_text, jsonb_loaded
 from runs import run_events, transitions, webhook_events
 from runs.models import Run, RunEvent, RunStep, ToolCall
@@ -353,7 +354,7 @@ WITH {_RESULT_UPDATE}, event AS ({run_events.insert_sql("updated", type_param="e
 """
 
 
-def record_attempt(record: EgressRecord) -> None:
+def record_attempt(record: EgressEvent) -> None:
     """An HTTP or MCP tool call's attempt in the egress log (kagent.egress.log, its one writer)."""
     record_in_log(record)
 

@@ -73,7 +73,7 @@ from kagent.egress.limits import (
     MAX_TIMEOUT_MS,
     MAX_URL_LENGTH,
 )
-from kagent.egress.log import EgressRecord, Recorder, record_in_log
+from kagent.egress.log import Recorder, record_in_log
 from kagent.egress.resolver import DNS_BACKLOG, DNS_PER_HOST, DNS_PER_PROJECT, Resolver, system_resolver
 from kagent.egress.transport import EgressTransport
 from kagent.egress.urls import TargetUrl, url_check
@@ -100,7 +100,6 @@ __all__ = [
     "EgressClient",
     "EgressError",
     "EgressPolicy",
-    "EgressRecord",
     "EgressResponse",
     "EgressTransport",
     "IPAddress",

@@ -26,7 +26,7 @@ from kagent.egress.limits import (
     MAX_RESPONSE_BYTES,
     MAX_TIMEOUT_MS,
 )
-from kagent.egress.log import EgressRecord, Recorder, record_in_log
+from kagent.egress.log import Recorder, record_in_log
 from kagent.egress.resolver import Resolver, system_resolver
 from kagent.egress.transport import EgressTransport, Exchange
 from kagent.egress.urls import TargetUrl, url_check
@@ -181,9 +181,11 @@ class EgressClient:
     ) -> None:
         if recorder is None:
             return
+        from kagent.models import EgressEvent  # the client is imported before the apps are ready
+
         decision = "refused" if code in REFUSAL_CODES else "allowed"
         recorder(
-            EgressRecord(
+            EgressEvent(
                 project_id=project_id,
                 purpose=str(purpose),
                 method=str(method)[:10],

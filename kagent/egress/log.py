@@ -1,32 +1,19 @@
-"""The egress log: what is recorded of every attempt (`EgressRecord`) and the default recorder, one EgressEvent row.
-Never query strings, headers, bodies or secret values."""
+"""The egress log: every attempt as an `EgressEvent` (made by the client unsaved, as the recorder receives it) and the
+default recorder, which writes it as one row. Never query strings, headers, bodies or secret values."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kagent.models import EgressEvent
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class EgressRecord:
-    project_id: str | None
-    purpose: str
-    method: str
-    host: str
-    port: int | None
-    path: str
-    resolved_address: str
-    decision: str  # allowed | refused
-    code: str
-    status: int | None
-    bytes_received: int
-    duration_ms: int
-
-
-Recorder = Callable[[EgressRecord], None]
+Recorder = Callable[["EgressEvent"], None]
 
 
 _INSERT_SQL = """
@@ -37,7 +24,7 @@ VALUES (%(project_id)s, %(purpose)s, %(method)s, %(host)s, %(port)s, %(path)s, %
 """
 
 
-def record_in_log(record: EgressRecord) -> None:
+def record_in_log(record: EgressEvent) -> None:
     """The one writer of the egress log: one EgressEvent row (one prepared statement), written as soon as the
     exchange is over — a worker that dies before a call's result is written loses no attempt from the log. A failure
     to record is logged, never raised into the call."""
