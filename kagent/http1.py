@@ -4,9 +4,8 @@ the operator's model endpoint (`Endpoint.post`, llm/transport.py) and, under the
 kagent/egress/transport.py); the guard, not this module, decides where a connection may go.
 
 Why not httpcore (which this replaced): its request cycle — h11's event objects and state machine, the pool's locks
-and bookkeeping, httpx's request and response objects above it — cost about 0.3–0.5 ms of CPU a call in a tight
-loop and about twice that inside a run, against 0.05 ms for the same exchange written out here; a run makes two
-model calls and a tool call, and a zero-latency model makes that a tenth of a run's CPU (bench/README.md).
+and bookkeeping, httpx's request and response objects above it — cost several times the CPU of the same exchange
+written out here, and a run makes two model calls and a tool call (the figures: bench/README.md).
 
 What it reads is read strictly, as from any server: a head of at most `MAX_HEAD_BYTES`, a status line and header
 lines as RFC 9112 spells them (no folded lines, no whitespace before a colon, a token for a name, no control

@@ -1,9 +1,9 @@
 """The run engine's durable reads and writes on its hot path, in as few statements as its guarantees allow.
 
-Why SQL by hand here (see kagent/sql.py): building these statements with the ORM was about 40% of a worker's CPU
-per run, and each write the engine makes is really several rows that must land together. On PostgreSQL each function
-below is ONE statement: a data-modifying CTE puts the run's fenced UPDATE and the rows that depend on it in one
-round trip, in autocommit (one statement is one transaction), prepared once per connection.
+Why SQL by hand here (see kagent/sql.py): building these statements with the ORM was a large share of a worker's
+CPU per run (bench/README.md), and each write the engine makes is really several rows that must land together. On
+PostgreSQL each function below is ONE statement: a data-modifying CTE puts the run's fenced UPDATE and the rows that
+depend on it in one round trip, in autocommit (one statement is one transaction), prepared once per connection.
 
 What doesn't change: every write that touches a run names the claim this worker holds and the statuses it may leave
 (`runs/transitions.py`), so a worker that lost its run writes nothing; an HTTP tool call is recorded as `running`
