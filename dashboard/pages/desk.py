@@ -26,7 +26,7 @@ from kagent.api import param_bool, param_choice
 from kagent.errors import ApiError
 from kagent.models import Project
 from runs import approvals, selectors
-from runs.apis import APPROVE_TOOL_CALLS
+from runs.apis.actions import APPROVE_TOOL_CALLS
 from runs.models import Run
 
 CHART_DAYS = 30

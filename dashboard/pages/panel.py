@@ -31,7 +31,9 @@ from dashboard.problems import Problems, problems_from
 from kagent import throttle
 from kagent.errors import ApiError, NotFound
 from runs import lifecycle, run_events, selectors, services
-from runs.apis import RUN_CREATE, SUBMIT_TOOL_OUTPUTS, render_step
+from runs.apis.actions import SUBMIT_TOOL_OUTPUTS
+from runs.apis.create import RUN_CREATE
+from runs.apis.reads import render_step
 from runs.approvals import APPROVE_TOOL_CALLS
 from runs.models import Run
 from tools.builtins import all_builtins

@@ -19,7 +19,7 @@ from kagent.errors import ApiError
 from kagent.streams import StreamPlaces, resume_after
 from kagent.throttle import RateLimited
 from runs import lifecycle, run_events, selectors, streams
-from runs.apis import run_filters
+from runs.apis.create import run_filters
 from runs.models import Run
 
 PAGE_SIZE = 50

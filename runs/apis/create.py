@@ -1,6 +1,5 @@
-"""`/v1/runs…` (a conversation's `/v1/sessions…`: conversations/apis.py; the desk's `/v1/tickets…`, `/v1/handoffs…`:
-desk/apis.py). Each operation parses its body, calls one service or selector, renders. Publishable keys may create
-runs and use their own."""
+"""`POST /v1/runs` (its body, its idempotency, the answer as JSON, after a wait, or as its event stream) and
+`GET /v1/runs`."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponseBase
 from django.utils.crypto import salted_hmac
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import renderers, status
 from rest_framework.exceptions import NotAcceptable
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -34,10 +33,11 @@ from kagent.errors import OUTAGES, Unprocessable
 from kagent.inputs import Input
 from kagent.models import ApiKey
 from kagent.openapi import empty_is_unset, list_of
-from kagent.streams import EventStreamApi, StreamPlaces, owner_of
-from runs import approvals, lifecycle, selectors, services, streams
-from runs.models import Run, RunStep, ToolCall
-from runs.resources import MODEL_STEP, RUN, RUN_STEP, TOOL_CALL_STEP, for_browser
+from kagent.streams import StreamPlaces, owner_of
+from runs import selectors, services, streams
+from runs.apis import deliver
+from runs.models import Run
+from runs.resources import RUN
 
 MAX_INPUT = 20_000
 MAX_WAIT = 30.0
@@ -173,15 +173,6 @@ def _idempotency(request: HttpRequest, key: ApiKey, data: Any) -> services.Idemp
     return services.Idempotency(raw, salted_hmac(_IDEMPOTENCY_SALT, canonical, algorithm="sha256").hexdigest())
 
 
-def _deliver(run: Run, key: ApiKey) -> dict[str, Any]:
-    """The run as the caller sees it (a browser: `last_error` in neutral words); a `store: false` run's content is
-    deleted once its result was returned."""
-    rendered = RUN.render(run) if key.is_secret else for_browser(RUN.render(run))
-    if not run.store and run.status in Run.TERMINAL and run.purged_at is None:
-        lifecycle.run_purge(run=run)
-    return rendered
-
-
 class JsonOrEventStream(DefaultContentNegotiation):
     """`POST /v1/runs` answers with the run as JSON or, for `"stream": true`, with its events: a client may accept
     either (`Accept: text/event-stream`). Whatever isn't the stream (the run, an error) is JSON and says so."""
@@ -255,11 +246,11 @@ class RunCreateApi(ProjectApi):
                 run.refresh_from_db()
             except OUTAGES:  # the run is committed: answer it as created rather than with an error to retry
                 settled = False
-            response = Response(_deliver(run, key), status=status.HTTP_200_OK if settled else status.HTTP_201_CREATED)
+            response = Response(deliver(run, key), status=status.HTTP_200_OK if settled else status.HTTP_201_CREATED)
             if not settled:
                 response["Retry-After"] = "1"  # not settled (yet, or no place to wait): read it again with GET
         else:
-            response = Response(_deliver(run, key), status=status.HTTP_201_CREATED)
+            response = Response(deliver(run, key), status=status.HTTP_201_CREATED)
         if replayed:
             response["Idempotent-Replayed"] = "true"
         return response
@@ -300,204 +291,6 @@ class RunCreateApi(ProjectApi):
             # Made followed by the stream or the wait it is made for: the follower then needs no write of its own.
             followed_for=streams.FOLLOW_S if body.stream else body.wait + streams.WAIT_MARGIN_S if body.wait else 0,
         )
-
-
-class RunDetailApi(ProjectApi):
-    publishable_allowed = True
-
-    @extend_schema(operation_id="runs_retrieve", responses={200: RUN.ref})
-    def get(self, request: Request, run_id: str) -> Response:
-        run = selectors.run_get(
-            project=self.project, run_id=run_id, key=self.api_key, end_user_token=end_user_token(request)
-        )
-        lifecycle.run_expire_if_due(run=run)
-        return Response(_deliver(run, self.api_key))
-
-
-EVENTS_DESCRIPTION = (
-    "Server-Sent Events: `event:` run.queued, run.in_progress, run.step.created, run.output.delta, run.output.reset, "
-    "run.requires_action, run.completed, run.failed, run.cancelled; `data:` the run as the API renders it (or the "
-    "step, as the steps API does — a publishable key sees what happened, not the business's data, and in "
-    "`tool_call.receipt` the handoff or the ticket number a built-in tool really made). run.output.delta is "
-    '`{"run": "run_…", "delta": "…"}`: the answer\'s text as the model writes it, a sentence at a time, released only '
-    'once the truthfulness guard passed it; run.output.reset (`{"run"}`) discards what was shown (the text was '
-    "not the answer: a tool round, a push-back). When the run completes with no `unverified_claims`, the deltas after "
-    "the last reset join into `output.text`; when claims remain, the stream ends on a reset: show a neutral reply, "
-    "never the claim. `id:` resume after it with Last-Event-ID. The stream ends after a terminal event or "
-    "run.requires_action; a comment every 15 s keeps it open. Resuming after the last event of a run that ended "
-    "answers 204 (an EventSource stops reconnecting)."
-)
-
-
-class RunEventsApi(EventStreamApi):
-    @extend_schema(
-        operation_id="runs_events",
-        parameters=EventStreamApi.PARAMETERS,
-        responses={
-            (200, "text/event-stream"): OpenApiResponse(description=EVENTS_DESCRIPTION),
-            204: OpenApiResponse(description="The run ended and every one of its events is behind Last-Event-ID."),
-        },
-        description=EVENTS_DESCRIPTION,
-    )
-    def get(self, request: Request, run_id: str) -> HttpResponseBase:
-        run = selectors.run_get(
-            project=self.project, run_id=run_id, key=self.api_key, end_user_token=end_user_token(request)
-        )
-        after, places = self.opened(request)
-        return streams.event_stream(run, places, after=after, full_steps=self.api_key.is_secret)
-
-
-class RunStepsApi(ProjectApi):
-    # Steps hold upstream statuses and bodies: for the business's server, not for browsers.
-    @extend_schema(operation_id="runs_steps_list", responses=list_of(RUN_STEP))
-    def get(self, request: Request, run_id: str) -> Response:
-        run = selectors.run_get(
-            project=self.project, run_id=run_id, key=self.api_key, end_user_token=end_user_token(request)
-        )
-        return Response({"data": [render_step(step) for step in selectors.run_timeline(run=run)], "next": None})
-
-
-def render_step(step: RunStep | ToolCall) -> dict[str, Any]:
-    """A model call or notice, or a tool call, as the steps API shows it."""
-    return MODEL_STEP.render(step) if isinstance(step, RunStep) else TOOL_CALL_STEP.render(step)
-
-
-@dataclass(frozen=True)
-class SubmitToolOutputs:
-    tool_outputs: list[dict[str, Any]]
-    end_user_token: str | None
-
-
-SUBMIT_TOOL_OUTPUTS = Input(
-    {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["tool_outputs"],
-        "properties": {
-            "tool_outputs": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "required": ["call_id"],
-                    "properties": {
-                        "call_id": {"type": "string"},
-                        "output": {"description": "any JSON, at most 16 KiB"},
-                        "is_error": {"type": ["boolean", "null"]},
-                    },
-                },
-                "description": "one output for every open call",
-                "x-message": 'tool_outputs is a list of {"call_id", "output", "is_error"}.',
-                "x-messages": {
-                    "items": 'each output is {"call_id", "output", "is_error"}.',
-                    "items/properties/call_id": "call_id is the string id of an open tool call.",
-                    "items/properties/is_error": "is_error is true or false.",
-                },
-            },
-            "end_user_token": {
-                "type": "string",
-                "description": "a verified end user's token, when a publishable key answers that user's run (or "
-                "the X-End-User-Token header)",
-                "x-message": "end_user_token is a JWT string.",
-            },
-        },
-    },
-    SubmitToolOutputs,
-)
-
-
-class RunSubmitToolOutputsApi(ProjectApi):
-    publishable_allowed = True
-
-    @extend_schema(operation_id="runs_submit_tool_outputs", request=SUBMIT_TOOL_OUTPUTS.body, responses={200: RUN.ref})
-    def post(self, request: Request, run_id: str) -> Response:
-        body = SUBMIT_TOOL_OUTPUTS.parse(request.data)
-        token = end_user_token(request) or body.end_user_token
-        run = selectors.run_get(project=self.project, run_id=run_id, key=self.api_key, end_user_token=token)
-        outputs = [
-            lifecycle.ToolOutput(item["call_id"], item.get("output"), bool(item.get("is_error")))
-            for item in body.tool_outputs
-        ]
-        return Response(_deliver(lifecycle.run_submit_tool_outputs(run=run, tool_outputs=outputs), self.api_key))
-
-
-@dataclass(frozen=True)
-class ApproveToolCalls:
-    decisions: list[dict[str, Any]]
-
-
-APPROVE_TOOL_CALLS = Input(
-    {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["decisions"],
-        "properties": {
-            "decisions": {
-                "type": "array",
-                "maxItems": 100,
-                "items": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "required": ["call_id", "decision"],
-                    "properties": {
-                        "call_id": {"type": "string", "maxLength": 100},
-                        "decision": {"enum": list(approvals.DECISIONS)},
-                        "scope": {"enum": list(approvals.SCOPES), "default": "once"},
-                        "note": {"type": "string", "maxLength": approvals.NOTE_MAX},
-                    },
-                },
-                "description": "one decision for every call waiting for approval",
-                "x-message": 'decisions is a list of {"call_id", "decision", "scope", "note"}.',
-                "x-messages": {
-                    "items": 'each decision is {"call_id", "decision": "approve" | "deny", "scope", "note"}.',
-                    "items/properties/call_id": "call_id is the string id of a call waiting for approval.",
-                    "items/properties/decision": 'decision is "approve" or "deny".',
-                    "items/properties/scope": 'scope is "once" (this call) or "session" (this tool, for the rest '
-                    "of the conversation).",
-                    "items/properties/note": f"note is text of at most {approvals.NOTE_MAX} characters.",
-                },
-            },
-        },
-    },
-    ApproveToolCalls,
-)
-
-
-class RunApproveToolCallsApi(ProjectApi):
-    # A person of the business decides, never the customer: the secret key (or the dashboard), not a publishable key.
-
-    @extend_schema(
-        operation_id="runs_approve_tool_calls",
-        request=APPROVE_TOOL_CALLS.body,
-        responses={200: RUN.ref},
-        description="Answers a run waiting with required_action.type approve_tool_calls: every waiting call in one "
-        "request (422 decisions_incomplete, unknown_call_id), only while it waits (409 run_not_awaiting_approval). "
-        "Approved calls run (checked by the policy again), denied ones answer the model approval_denied.",
-    )
-    def post(self, request: Request, run_id: str) -> Response:
-        body = APPROVE_TOOL_CALLS.parse(request.data)
-        run = selectors.run_get(project=self.project, run_id=run_id, key=self.api_key, end_user_token=None)
-        decisions = [
-            approvals.ApprovalDecision(
-                item["call_id"], item["decision"], item.get("scope", "once"), item.get("note", "").strip()
-            )
-            for item in body.decisions
-        ]
-        decided_by = approvals.DecidedBy("api_key", self.api_key.pk, self.api_key.name)
-        return Response(
-            RUN.render(approvals.run_approve_tool_calls(run=run, decisions=decisions, decided_by=decided_by))
-        )
-
-
-class RunCancelApi(ProjectApi):
-    publishable_allowed = True
-
-    @extend_schema(operation_id="runs_cancel", request=None, responses={200: RUN.ref})
-    def post(self, request: Request, run_id: str) -> Response:
-        run = selectors.run_get(
-            project=self.project, run_id=run_id, key=self.api_key, end_user_token=end_user_token(request)
-        )
-        return Response(_deliver(lifecycle.run_cancel(run=run, reason="requested"), self.api_key))
 
 
 # --- lists of runs and sessions -------------------------------------------------------------------------------
@@ -548,4 +341,4 @@ class RunListCreateApi(RunCreateApi):
             end_user_token=end_user_token(request),
             **run_filters(request.query_params),
         )
-        return Response(paginate(request, runs, lambda run: _deliver(run, self.api_key)))
+        return Response(paginate(request, runs, lambda run: deliver(run, self.api_key)))
