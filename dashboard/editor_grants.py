@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tools.builtins import BuiltinTool
+from tools.builtin_tool import BuiltinTool
 from tools.models import HttpTool, McpServer
 from tools.validation import mcp_tool_name
 
