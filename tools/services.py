@@ -19,10 +19,11 @@ from kagent.secrets import SecretValue, secret_allowed_hosts, secret_resolve, si
 from tools import mcp_client
 from tools.http_call import HttpCallOutcome, http_tool_call
 from tools.mcp_call import mcp_server
+from tools.mcp_validation import mcp_tool_problem, validate_mcp_server
 from tools.models import HttpTool, McpServer
 from tools.schema_bounds import as_2020_12
 from tools.templating import EndUserIdentity, TemplateError, render_preview
-from tools.validation import mcp_tool_problem, validate_http_tool, validate_mcp_server
+from tools.validation import validate_http_tool
 
 
 def _validate(project: Project, definition: dict[str, Any]) -> dict[str, Any]:

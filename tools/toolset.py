@@ -18,8 +18,8 @@ from typing import Any
 
 from tools import builtins
 from tools.builtin_tool import BuiltinTool, Effect
+from tools.mcp_validation import closed_schema, mcp_tool_name
 from tools.shaping import clean_text
-from tools.validation import closed_schema, mcp_tool_name
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 

@@ -1,21 +1,22 @@
 """Write-time validation of HTTP tool definitions: every rule of the seed's "Templating rules", one 422 code each.
 
-A definition that fails any rule is refused whole; nothing is stored.
+A definition that fails any rule is refused whole; nothing is stored. Its JSON shape, checked first, is
+tools/definition_shape.py's; the rules of MCP servers and the tools they list are tools/mcp_validation.py's.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kagent.egress import is_tenant_forbidden_header
 from kagent.errors import Unprocessable
-from kagent.validation import make_validator, schema_refusal
+from kagent.validation import schema_refusal
 from tools import placeholders
 from tools.builtins import BUILTIN_NAMES
-from tools.mcp_client import MCP_HEADERS
+from tools.definition_shape import MAX_ITEMS, MAX_TIMEOUT_MS, TOOL_SHAPE
 from tools.placeholders import Placeholder, PlaceholderError
 from tools.schema_bounds import SCHEMA_TOO_COMPLEX, tenant_schema_problem
 
@@ -23,8 +24,6 @@ from tools.schema_bounds import SCHEMA_TOO_COMPLEX, tenant_schema_problem
 HTTP_TOOL_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,29}(?!\n)$")
 MAX_PARAMETERS = 8
 MAX_RESPONSE_FIELDS = 12
-MAX_ITEMS = 20
-MAX_TIMEOUT_MS = 15_000
 DEFAULT_TIMEOUT_MS = 10_000
 ALLOWED_PORTS = (443, 8443)
 BODY_METHODS = ("POST", "PUT", "PATCH")
@@ -64,136 +63,7 @@ HOST_LABEL_RE = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)(?!\n)$")
 # linear: anchored; the host class excludes the ':' and '/' that end it
 URL_PREFIX_RE = re.compile(r"^https://(?P<host>[^/:?#{}\s]+)(?::(?P<port>[0-9]{1,5}))?(?P<rest>/.*)?(?!\n)$", re.DOTALL)
 
-# One entry of `response.fields` (HTTP tools and API knowledge sources): which value of a row, under which label.
-RESPONSE_FIELD_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["path", "label"],
-    "additionalProperties": False,
-    "properties": {
-        "path": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": 200,
-            "x-message": "A response field's path names a value of the row, like status or order.total (at most 200 "
-            "characters).",
-        },
-        "label": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": 60,
-            "x-message": "A response field's label is the name the model reads, at most 60 characters.",
-        },
-    },
-    "x-messages": {
-        "required": "Each response field has a path and a label.",
-        "additionalProperties": "A response field has path and label.",
-        "type": "A response field is a JSON object: {path, label}.",
-    },
-}
-
-TOOL_DEFINITION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["name", "description", "effect", "config"],
-    "additionalProperties": False,
-    "properties": {
-        "name": {"type": "string", "x-message": "Give the tool a name."},
-        "description": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": 1000,
-            "x-message": "Describe what the tool does, in at most 1000 characters: the model reads it to know when "
-            "to call it.",
-        },
-        "effect": {"enum": ["read", "action"], "x-message": "The effect is read or action."},
-        "requires_verified_user": {"type": "boolean", "x-message": "requires_verified_user is true or false."},
-        "config": {
-            "type": "object",
-            "required": ["method", "url"],
-            "additionalProperties": False,
-            "properties": {
-                "method": {
-                    "enum": ["GET", "POST", "PUT", "PATCH", "DELETE"],
-                    "x-message": "The method is GET, POST, PUT, PATCH or DELETE.",
-                },
-                "url": {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": 2048,
-                    "x-message": "Give the URL to call: https://, at most 2048 characters.",
-                },
-                "headers": {
-                    "type": "object",
-                    "maxProperties": 20,
-                    "additionalProperties": {
-                        "type": "string",
-                        "maxLength": 2048,
-                        "x-message": "A header's value is text of at most 2048 characters.",
-                    },
-                    "x-messages": {
-                        "maxProperties": "A tool sends at most 20 headers.",
-                        "type": "The headers are a JSON object of names and values.",
-                    },
-                },
-                "body": {"type": "object", "x-message": "The body is a JSON object (a template of the request)."},
-                "parameters": {"type": "object", "x-message": "The parameters are a JSON Schema object."},
-                "response": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "properties": {
-                        "items_path": {
-                            "type": "string",
-                            "maxLength": 200,
-                            "x-message": "The items path is text of at most 200 characters.",
-                        },
-                        "fields": {
-                            "type": "array",
-                            "items": RESPONSE_FIELD_SCHEMA,
-                            "x-message": "The response fields are a list of {path, label}.",
-                        },
-                        "max_items": {
-                            "type": "integer",
-                            "minimum": 1,
-                            "x-message": f"Max items is a whole number from 1 to {MAX_ITEMS}.",
-                        },
-                        "empty_message": {
-                            "type": "string",
-                            "maxLength": 500,
-                            "x-message": "The message for no results is text of at most 500 characters.",
-                        },
-                    },
-                    "x-messages": {
-                        "additionalProperties": "The response settings are items_path, fields, max_items and "
-                        "empty_message.",
-                        "type": "The response settings are a JSON object.",
-                    },
-                },
-                "timeout_ms": {
-                    "type": "integer",
-                    "minimum": 100,
-                    "x-message": f"The timeout is a whole number of milliseconds from 100 to {MAX_TIMEOUT_MS}.",
-                },
-            },
-            "x-messages": {
-                "required": "The call needs a method and a URL.",
-                "additionalProperties": "The call's settings are method, url, headers, body, parameters, response and "
-                "timeout_ms.",
-                "type": "The call's settings (config) are a JSON object.",
-            },
-        },
-    },
-    "x-messages": {
-        "required": "A tool needs a name, a description, an effect and its call's settings (config).",
-        "additionalProperties": "A tool has name, description, effect, requires_verified_user and config.",
-        "type": "A tool is a JSON object.",
-    },
-}
-TOOL_SHAPE = make_validator(TOOL_DEFINITION_SCHEMA)
-
 PARAMETER_TYPES = ("string", "integer", "number", "boolean")
-MCP_SERVER_NAME_MESSAGE = (
-    "A server's name starts with a lower-case letter and has only lower-case letters, digits and single _ (at most "
-    "20, not ending in _), like billing."
-)
 TOOL_NAME_MESSAGE = (
     "A tool's name starts with a lower-case letter and has only lower-case letters, digits and _ (at most 30), "
     "like order_status."
@@ -485,172 +355,3 @@ def _check_parameters(schema: Any, requires_verified_user: bool) -> dict[str, An
     out["additionalProperties"] = False
     out.setdefault("properties", {})
     return out
-
-
-# --- MCP servers (SPEC §6 "MCP servers") ------------------------------------------------------------------------
-# A server's name prefixes its tools' names as the model sees them: `<server>__<tool>`.
-
-# linear: anchored, one class, bounded
-MCP_SERVER_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,19}(?!\n)$")
-# linear: anchored, one class, bounded
-MODEL_TOOL_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}(?!\n)$")
-MCP_TOOL_SEPARATOR = "__"
-TOOL_NAME_RULES = "lower-case letters, digits and _, starting with a letter, at most 64 characters in all"
-MAX_MCP_HEADERS = 20
-MAX_HEADER_VALUE_CHARS = 2048
-
-
-def _moved(exc: Unprocessable, path: str) -> Unprocessable:
-    """split_url's refusal, named at the MCP server's own `url`."""
-    return _refuse(exc.code, exc.message, path)
-
-
-def validate_mcp_server(
-    *, name: str, url: str, headers: dict[str, str], secret_hosts: Callable[[str], list[str] | None]
-) -> dict[str, Any]:
-    """A server's `{name, url, headers}`, checked like an HTTP tool's URL and headers: a literal https URL under the
-    URL rules, headers under the header rules with only `{{secret.NAME}}` placeholders, each secret allowed to go to
-    the URL's host. Raises Unprocessable."""
-    if not MCP_SERVER_NAME_RE.match(name) or MCP_TOOL_SEPARATOR in name or name.endswith("_"):
-        raise _refuse(
-            "invalid_mcp_server_name",
-            MCP_SERVER_NAME_MESSAGE,
-            "$.name",
-        )
-    if len(url) > 2048:
-        raise _refuse("invalid_url", "The URL is at most 2048 characters.", "$.url")
-    try:
-        parts = split_url(url)
-    except Unprocessable as exc:
-        raise _moved(exc, "$.url") from None
-    if placeholders.parse(parts.path) or placeholders.parse(parts.query):
-        raise _refuse("placeholder_position", "An MCP server's URL is literal: no placeholders.", "$.url")
-    if len(headers) > MAX_MCP_HEADERS:
-        raise _refuse("invalid_header", f"At most {MAX_MCP_HEADERS} headers.", "$.headers")
-    for header_name, header_value in headers.items():
-        jpath = f"$.headers.{header_name}"
-        if "{{" in header_name or "}}" in header_name:
-            raise _refuse("placeholder_position", "Header names are literal; placeholders go in values.", jpath)
-        if is_tenant_forbidden_header(header_name) or header_name.lower() in MCP_HEADERS:  # the transport's own
-            raise _refuse("forbidden_header", f"The header {header_name} can't be set for an MCP server.", jpath)
-        if not HEADER_NAME_RE.match(header_name):
-            raise _refuse("invalid_header", "Header names are letters, digits and hyphens.", jpath)
-        if not isinstance(header_value, str) or len(header_value) > MAX_HEADER_VALUE_CHARS:
-            raise _refuse("invalid_header", f"Header values are strings of at most {MAX_HEADER_VALUE_CHARS}.", jpath)
-        if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in header_value):
-            raise _refuse("invalid_header", "Header values may not hold control characters.", jpath)
-        for ph in _parse_template(header_value, jpath):
-            if ph.root != "secret":
-                raise _refuse(
-                    "placeholder_position", f"{ph.raw}: an MCP server's headers take only {{{{secret.NAME}}}}.", jpath
-                )
-            hosts = secret_hosts(ph.name)
-            if hosts is not None and parts.host not in hosts:
-                raise _refuse(
-                    "secret_host_not_allowed",
-                    f"The secret {ph.name} may not be sent to {parts.host}; add it to the secret's allowed_hosts.",
-                    jpath,
-                )
-    return {"name": name, "url": url, "headers": dict(headers)}
-
-
-def mcp_tool_name(server: str, tool: str) -> str:
-    """An MCP tool's name as the model sees it: `<server>__<tool>`."""
-    return f"{server}{MCP_TOOL_SEPARATOR}{tool}"
-
-
-def mcp_tool_problem(*, server: str, tool: Mapping[str, Any]) -> str | None:
-    """Why a listed tool can't be granted (None: it can): its name as the model sees it, or its input schema."""
-    full = mcp_tool_name(server, tool["name"])
-    if not MODEL_TOOL_NAME_RE.match(full):
-        return f"{full[:80]} doesn't fit the tool-name rules: {TOOL_NAME_RULES}."
-    if full in BUILTIN_NAMES or tool["name"] in BUILTIN_NAMES:
-        # Prefixed or not, a tool named like a built-in could pass for it (a "transfer_to_human" that isn't one).
-        return f"{tool['name']} is named like a built-in tool."
-    schema = tool.get("input_schema")
-    if not isinstance(schema, dict) or schema.get("type") != "object":
-        return "The input schema is not a JSON Schema of type object."
-    problem = tenant_schema_problem(schema, at="$.input_schema")
-    if problem is not None:
-        return f"The input schema is outside the bounds for tenant schemas: {problem.text}."
-    open_at = open_object(schema, "$.input_schema")
-    if open_at is not None:
-        return (
-            f"The input schema lets the model add arguments it doesn't name ({open_at}): tool arguments are strict, "
-            "every object closed."
-        )
-    return None
-
-
-# The keywords under which a JSON Schema holds other schemas: one schema, a list of them, or a name -> schema map.
-_ONE_SCHEMA = ("items", "not", "if", "then", "else", "contains", "additionalItems")
-_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems", "items")
-_SCHEMA_MAPS = ("properties", "$defs", "definitions", "dependentSchemas")
-
-
-def _subschemas(schema: Mapping[str, Any], path: str) -> list[tuple[Any, str]]:
-    found: list[tuple[Any, str]] = []
-    for key in _ONE_SCHEMA:
-        if isinstance(schema.get(key), Mapping):
-            found.append((schema[key], f"{path}.{key}"))
-    for key in _SCHEMA_LISTS:
-        if isinstance(schema.get(key), list):
-            found.extend((item, f"{path}.{key}[{index}]") for index, item in enumerate(schema[key]))
-    for key in _SCHEMA_MAPS:
-        if isinstance(schema.get(key), Mapping):
-            found.extend((item, f"{path}.{key}.{name}") for name, item in schema[key].items())
-    return [(item, where) for item, where in found if isinstance(item, Mapping)]
-
-
-def _is_object_schema(schema: Mapping[str, Any]) -> bool:
-    kind = schema.get("type")
-    return kind == "object" or (isinstance(kind, list) and "object" in kind) or "properties" in schema
-
-
-def open_object(schema: Mapping[str, Any], path: str = "$") -> str | None:
-    """Where `schema` lets an object hold members it doesn't name (`additionalProperties` true or a schema,
-    `patternProperties`, `unevaluatedProperties` true or a schema), or None: every object can be closed. Bounded by
-    the tenant schema bounds checked before it (depth and size)."""
-    for key in ("additionalProperties", "unevaluatedProperties"):
-        if key in schema and schema[key] is not False:
-            return f"{path}.{key}"
-    if "patternProperties" in schema:
-        return f"{path}.patternProperties"
-    for item, where in _subschemas(schema, path):
-        found = open_object(item, where)
-        if found is not None:
-            return found
-    return None
-
-
-def closed_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """`schema` with `additionalProperties: false` on every object schema that doesn't say, at every level: what
-    the model is shown of an MCP tool and what its arguments are checked against (a listing that leaves an object
-    open is not grantable: `open_object`)."""
-    out = dict(schema)
-    for key in _ONE_SCHEMA:
-        if isinstance(out.get(key), Mapping):
-            out[key] = closed_schema(out[key])
-    for key in _SCHEMA_LISTS:
-        if isinstance(out.get(key), list):
-            out[key] = [closed_schema(item) if isinstance(item, Mapping) else item for item in out[key]]
-    for key in _SCHEMA_MAPS:
-        if isinstance(out.get(key), Mapping):
-            out[key] = {
-                name: closed_schema(item) if isinstance(item, Mapping) else item for name, item in out[key].items()
-            }
-    if _is_object_schema(out) and "additionalProperties" not in out:
-        out["additionalProperties"] = False
-    return out
-
-
-def identity_parameters(schema: Mapping[str, Any], path: str = "$.input_schema") -> list[str]:
-    """The paths of the members of `schema`'s objects, at any level, whose names look like identity (an email, a
-    phone, a customer id…): on a tool that needs a verified user the model must not fill them."""
-    found: list[str] = []
-    properties = schema.get("properties")
-    if isinstance(properties, Mapping):
-        found.extend(f"{path}.properties.{name}" for name in properties if _is_identity_name(str(name)))
-    for item, where in _subschemas(schema, path):
-        found.extend(identity_parameters(item, where))
-    return found

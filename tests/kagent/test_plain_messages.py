@@ -14,7 +14,8 @@ from agents.config import AGENT_CONFIG_SCHEMA
 from agents.config_validation import validate_config
 from kagent.errors import ApiError
 from kagent.inputs import Input
-from tools.validation import TOOL_DEFINITION_SCHEMA, validate_http_tool
+from tools.definition_shape import TOOL_DEFINITION_SCHEMA
+from tools.validation import validate_http_tool
 
 # Keywords whose failure is reported at the subschema that carries them (their error's `schema`).
 FAILING = (
