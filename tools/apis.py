@@ -16,7 +16,7 @@ from kagent.openapi import list_of
 from tools import selectors, services
 from tools.mcp_validation import MCP_SERVER_NAME_MESSAGE, MCP_SERVER_NAME_RE
 from tools.resources import HTTP_TOOL, MCP_SERVER, TOOL_PREVIEW, TOOL_TEST_CALL
-from tools.templating import EndUserIdentity
+from tools.template_values import EndUserIdentity
 from tools.validation import HTTP_TOOL_NAME_RE, TOOL_NAME_MESSAGE
 
 

@@ -20,7 +20,8 @@ from kagent.masking import mask_secrets, mask_secrets_in_json
 from tools import mcp_client
 from tools.http_call import BODY_EXCERPT_CHARS, HttpCallOutcome, masked_result, template_failure
 from tools.shaping import clean_text, shape_failure, shape_mcp_result
-from tools.templating import EndUserIdentity, SecretLookup, TemplateError, render_request
+from tools.template_values import EndUserIdentity, SecretLookup, TemplateError
+from tools.templating import render_request
 from tools.validation import split_url
 
 # What the model is told for each way a call can fail: the three neutral codes of an HTTP tool (seed, "What the

@@ -22,7 +22,8 @@ from tools.mcp_call import mcp_server
 from tools.mcp_validation import mcp_tool_problem, validate_mcp_server
 from tools.models import HttpTool, McpServer
 from tools.schema_bounds import as_2020_12
-from tools.templating import EndUserIdentity, TemplateError, render_preview
+from tools.template_values import EndUserIdentity, TemplateError
+from tools.templating import render_preview
 from tools.validation import validate_http_tool
 
 
