@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tools.builtin_tool import ArgumentSynonym, BuiltinTool, Effect, Receipt, StarterRule, _canonical
+from tools.builtin_tool import ArgumentSynonym, BuiltinTool, Effect, Receipt, StarterRule, canonical_json
 
 
 def _schema(properties: dict[str, dict[str, Any]], required: Sequence[str]) -> str:
-    return _canonical(
+    return canonical_json(
         {
             "type": "object",
             "properties": properties,

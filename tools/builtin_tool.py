@@ -101,12 +101,12 @@ class BuiltinTool:
     @property
     def model_facing_text(self) -> str:
         """Everything the model is shown for this tool (without a grant's rules), canonically serialized."""
-        return _canonical({"name": self.name, "description": self.description, "parameters": self.parameters})
+        return canonical_json({"name": self.name, "description": self.description, "parameters": self.parameters})
 
     @property
     def text_sha256(self) -> str:
         return hashlib.sha256(self.model_facing_text.encode("utf-8")).hexdigest()
 
 
-def _canonical(value: Any) -> str:
+def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

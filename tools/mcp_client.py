@@ -57,11 +57,11 @@ from tools.mcp_jsonrpc import (
     PROTOCOL_VERSION,
     SUPPORTED_VERSIONS,
     McpError,
-    _cleaned,
-    _protocol_error,
-    _response,
-    _rpc_error,
-    _session_id,
+    cleaned,
+    protocol_error,
+    rpc_error,
+    rpc_response,
+    session_id_of,
 )
 
 PURPOSE: Final = "mcp"
@@ -142,7 +142,7 @@ class _Session:
         )
         version = result.get("protocolVersion")
         if not isinstance(version, str) or version not in SUPPORTED_VERSIONS:
-            raise McpError("mcp_unsupported_version", detail=_cleaned(str(version)[:40], ()))
+            raise McpError("mcp_unsupported_version", detail=cleaned(str(version)[:40], ()))
         self.protocol_version = version
         # The session id came with the InitializeResult (`request` kept it); from now on it goes with every request.
         self.notify("notifications/initialized", suffix=".initialized")
@@ -155,14 +155,14 @@ class _Session:
         payload = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         response = self._post(payload, suffix=suffix, is_call=is_call)
         try:
-            message = _response(response, request_id)
+            message = rpc_response(response, request_id)
             if method == "initialize":
-                self.session_id = _session_id(response)
+                self.session_id = session_id_of(response)
             if "error" in message:
-                raise _rpc_error(message["error"], self.server.secret_values)
+                raise rpc_error(message["error"], self.server.secret_values)
             result = message["result"]
             if not isinstance(result, dict):
-                raise _protocol_error("the result is not an object")
+                raise protocol_error("the result is not an object")
         except McpError as exc:
             exc.may_have_reached_upstream = is_call
             exc.status = response.status
@@ -267,14 +267,14 @@ def _listed_tool(item: Any) -> dict[str, Any]:
     """One tool of a listing as K-Agent keeps it. Whether its name fits the tool-name rules and its schema the
     tenant-schema bounds is decided where it is granted (and shown there with the reason), not here."""
     if not isinstance(item, dict):
-        raise _protocol_error("a listed tool is not an object")
+        raise protocol_error("a listed tool is not an object")
     name, description, schema = item.get("name"), item.get("description"), item.get("inputSchema")
     if not isinstance(name, str) or not name:
-        raise _protocol_error("a listed tool has no name")
+        raise protocol_error("a listed tool has no name")
     if description is not None and not isinstance(description, str):
-        raise _protocol_error("a listed tool's description is not text")
+        raise protocol_error("a listed tool's description is not text")
     if not isinstance(schema, dict):
-        raise _protocol_error("a listed tool's inputSchema is not an object")
+        raise protocol_error("a listed tool's inputSchema is not an object")
     return {"name": name, "description": (description or "")[:MAX_DESCRIPTION_CHARS], "input_schema": schema}
 
 
@@ -286,16 +286,16 @@ def _listing(session: _Session) -> McpListing:
         result = session.request("tools/list", {} if cursor is None else {"cursor": cursor}, suffix=f".list.{page}")
         listed = result.get("tools")
         if not isinstance(listed, list):
-            raise _protocol_error("the listing has no list of tools")
+            raise protocol_error("the listing has no list of tools")
         cursor = result.get("nextCursor")
         if cursor is not None and (not isinstance(cursor, str) or not cursor or len(cursor) > MAX_CURSOR_CHARS):
-            raise _protocol_error("the listing's nextCursor is not a cursor")
+            raise protocol_error("the listing's nextCursor is not a cursor")
         for position, item in enumerate(listed):
             if len(tools) == MAX_TOOLS:
                 return McpListing(tools=tools, truncated=True, protocol_version=str(session.protocol_version))
             tool = _listed_tool(item)
             if tool["name"] in names:
-                raise _protocol_error(f"the listing names a tool twice (page {page}, position {position + 1})")
+                raise protocol_error(f"the listing names a tool twice (page {page}, position {position + 1})")
             names.add(tool["name"])
             tools.append(tool)
         if cursor is None:
@@ -380,20 +380,20 @@ def call_tool(
     content, structured, is_error = result.get("content", []), result.get("structuredContent"), result.get("isError")
     try:
         if not isinstance(content, list):
-            raise _protocol_error("the result's content is not a list")
+            raise protocol_error("the result's content is not a list")
         if is_error is not None and not isinstance(is_error, bool):
-            raise _protocol_error("the result's isError is not a boolean")
+            raise protocol_error("the result's isError is not a boolean")
         texts: list[str] = []
         other_parts = 0
         for part in content:
             if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                raise _protocol_error("a content part is not a typed object")
+                raise protocol_error("a content part is not a typed object")
             if part["type"] != "text":
                 other_parts += 1
             elif isinstance(part.get("text"), str):
                 texts.append(part["text"])
             else:
-                raise _protocol_error("a text part has no text")
+                raise protocol_error("a text part has no text")
     except McpError as exc:
         exc.may_have_reached_upstream = True
         raise

@@ -56,7 +56,7 @@ class McpError(Exception):
         self.may_have_reached_upstream = may_have_reached_upstream
 
 
-def _protocol_error(detail: str) -> McpError:
+def protocol_error(detail: str) -> McpError:
     return McpError("mcp_protocol_error", detail=detail)
 
 
@@ -70,7 +70,7 @@ def sse_event_data(body: bytes) -> Iterator[str]:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _protocol_error("the event stream is not UTF-8") from exc
+        raise protocol_error("the event stream is not UTF-8") from exc
     text = text.removeprefix("\ufeff")
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     lines.pop()  # what follows the last line break: an unfinished line, discarded at the end of the stream
@@ -99,7 +99,7 @@ def _json(text: str | bytes) -> Any:
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
-        raise _protocol_error("a message is not JSON") from exc
+        raise protocol_error("a message is not JSON") from exc
 
 
 def _messages(response: EgressResponse) -> Iterator[Any]:
@@ -110,7 +110,7 @@ def _messages(response: EgressResponse) -> Iterator[Any]:
     elif content_type == "text/event-stream":
         parsed = (_json(data) for data in sse_event_data(response.body))
     else:
-        raise _protocol_error("the answer is neither application/json nor text/event-stream")
+        raise protocol_error("the answer is neither application/json nor text/event-stream")
     for message in parsed:
         # A JSON-RPC batch (2025-03-26 allowed them): its members, one level only.
         yield from (message if isinstance(message, list) else [message])
@@ -125,39 +125,39 @@ def _is_response_to(message: Any, request_id: int) -> bool:
     )
 
 
-def _response(response: EgressResponse, request_id: int) -> dict[str, Any]:
+def rpc_response(response: EgressResponse, request_id: int) -> dict[str, Any]:
     """The JSON-RPC response to `request_id` in the answer; anything else in it (notifications, the server's own
     requests, responses to other ids) is ignored."""
     for message in _messages(response):
         if _is_response_to(message, request_id):
             if message.get("jsonrpc") != "2.0" or ("result" in message) == ("error" in message):
-                raise _protocol_error("the response is not a JSON-RPC 2.0 response")
+                raise protocol_error("the response is not a JSON-RPC 2.0 response")
             return dict(message)
-    raise _protocol_error("the answer holds no response to the request")
+    raise protocol_error("the answer holds no response to the request")
 
 
-def _session_id(response: EgressResponse) -> str | None:
+def session_id_of(response: EgressResponse) -> str | None:
     """The server's session id: visible ASCII only (the transport's rule), else the answer is not MCP."""
     value = response.headers.get("mcp-session-id")
     if value is None:
         return None
     if not value or len(value) > 1024 or not value.isascii() or not all("\x21" <= ch <= "\x7e" for ch in value):
-        raise _protocol_error("the session id is not visible ASCII")
+        raise protocol_error("the session id is not visible ASCII")
     return value
 
 
-def _cleaned(text: str, secret_values: Sequence[str]) -> str:
+def cleaned(text: str, secret_values: Sequence[str]) -> str:
     cut = clean_text(text[: MAX_DETAIL_CHARS * 4], keep_joiners=True)
     return mask_secrets(cut, tuple(secret_values))[:MAX_DETAIL_CHARS]
 
 
-def _rpc_error(error: Any, secret_values: Sequence[str]) -> McpError:
+def rpc_error(error: Any, secret_values: Sequence[str]) -> McpError:
     if not isinstance(error, dict) or type(error.get("code")) is not int or not isinstance(error.get("message"), str):
-        return _protocol_error("the JSON-RPC error is not an error object")
+        return protocol_error("the JSON-RPC error is not an error object")
     code: int = error["code"]
     return McpError(
         "mcp_error",
         f"{MESSAGES['mcp_error']} (JSON-RPC error {code})" if -(2**53) < code < 2**53 else MESSAGES["mcp_error"],
         rpc_code=code,
-        detail=_cleaned(error["message"], secret_values),
+        detail=cleaned(error["message"], secret_values),
     )

@@ -16,7 +16,7 @@ from tools import placeholders
 from tools.builtins import BUILTIN_NAMES
 from tools.mcp_client import MCP_HEADERS
 from tools.schema_bounds import tenant_schema_problem
-from tools.validation import HEADER_NAME_RE, _is_identity_name, _parse_template, _refuse, split_url
+from tools.validation import HEADER_NAME_RE, is_identity_name, parse_template, refusal, split_url
 
 # --- MCP servers (SPEC §6 "MCP servers") ------------------------------------------------------------------------
 # A server's name prefixes its tools' names as the model sees them: `<server>__<tool>`.
@@ -37,7 +37,7 @@ MAX_HEADER_VALUE_CHARS = 2048
 
 def _moved(exc: Unprocessable, path: str) -> Unprocessable:
     """split_url's refusal, named at the MCP server's own `url`."""
-    return _refuse(exc.code, exc.message, path)
+    return refusal(exc.code, exc.message, path)
 
 
 def validate_mcp_server(
@@ -47,41 +47,41 @@ def validate_mcp_server(
     URL rules, headers under the header rules with only `{{secret.NAME}}` placeholders, each secret allowed to go to
     the URL's host. Raises Unprocessable."""
     if not MCP_SERVER_NAME_RE.match(name) or MCP_TOOL_SEPARATOR in name or name.endswith("_"):
-        raise _refuse(
+        raise refusal(
             "invalid_mcp_server_name",
             MCP_SERVER_NAME_MESSAGE,
             "$.name",
         )
     if len(url) > 2048:
-        raise _refuse("invalid_url", "The URL is at most 2048 characters.", "$.url")
+        raise refusal("invalid_url", "The URL is at most 2048 characters.", "$.url")
     try:
         parts = split_url(url)
     except Unprocessable as exc:
         raise _moved(exc, "$.url") from None
     if placeholders.parse(parts.path) or placeholders.parse(parts.query):
-        raise _refuse("placeholder_position", "An MCP server's URL is literal: no placeholders.", "$.url")
+        raise refusal("placeholder_position", "An MCP server's URL is literal: no placeholders.", "$.url")
     if len(headers) > MAX_MCP_HEADERS:
-        raise _refuse("invalid_header", f"At most {MAX_MCP_HEADERS} headers.", "$.headers")
+        raise refusal("invalid_header", f"At most {MAX_MCP_HEADERS} headers.", "$.headers")
     for header_name, header_value in headers.items():
         jpath = f"$.headers.{header_name}"
         if "{{" in header_name or "}}" in header_name:
-            raise _refuse("placeholder_position", "Header names are literal; placeholders go in values.", jpath)
+            raise refusal("placeholder_position", "Header names are literal; placeholders go in values.", jpath)
         if is_tenant_forbidden_header(header_name) or header_name.lower() in MCP_HEADERS:  # the transport's own
-            raise _refuse("forbidden_header", f"The header {header_name} can't be set for an MCP server.", jpath)
+            raise refusal("forbidden_header", f"The header {header_name} can't be set for an MCP server.", jpath)
         if not HEADER_NAME_RE.match(header_name):
-            raise _refuse("invalid_header", "Header names are letters, digits and hyphens.", jpath)
+            raise refusal("invalid_header", "Header names are letters, digits and hyphens.", jpath)
         if not isinstance(header_value, str) or len(header_value) > MAX_HEADER_VALUE_CHARS:
-            raise _refuse("invalid_header", f"Header values are strings of at most {MAX_HEADER_VALUE_CHARS}.", jpath)
+            raise refusal("invalid_header", f"Header values are strings of at most {MAX_HEADER_VALUE_CHARS}.", jpath)
         if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in header_value):
-            raise _refuse("invalid_header", "Header values may not hold control characters.", jpath)
-        for ph in _parse_template(header_value, jpath):
+            raise refusal("invalid_header", "Header values may not hold control characters.", jpath)
+        for ph in parse_template(header_value, jpath):
             if ph.root != "secret":
-                raise _refuse(
+                raise refusal(
                     "placeholder_position", f"{ph.raw}: an MCP server's headers take only {{{{secret.NAME}}}}.", jpath
                 )
             hosts = secret_hosts(ph.name)
             if hosts is not None and parts.host not in hosts:
-                raise _refuse(
+                raise refusal(
                     "secret_host_not_allowed",
                     f"The secret {ph.name} may not be sent to {parts.host}; add it to the secret's allowed_hosts.",
                     jpath,
@@ -185,7 +185,7 @@ def identity_parameters(schema: Mapping[str, Any], path: str = "$.input_schema")
     found: list[str] = []
     properties = schema.get("properties")
     if isinstance(properties, Mapping):
-        found.extend(f"{path}.properties.{name}" for name in properties if _is_identity_name(str(name)))
+        found.extend(f"{path}.properties.{name}" for name in properties if is_identity_name(str(name)))
     for item, where in _subschemas(schema, path):
         found.extend(identity_parameters(item, where))
     return found

@@ -105,7 +105,7 @@ def _scalar_text(value: Any, *, what: str, placeholder: str, parameter: str = ""
 # --- placeholder resolution --------------------------------------------------------------------------------------
 
 
-class _Resolver:
+class Resolver:
     def __init__(
         self,
         *,

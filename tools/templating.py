@@ -34,7 +34,7 @@ from kagent.egress import EgressError, is_tenant_forbidden_header, url_check
 from kagent.masking import mask_secrets
 from tools.arguments import UncheckableArguments, argument_errors
 from tools.placeholders import Placeholder, PlaceholderError, split
-from tools.template_values import EndUserIdentity, SecretLookup, TemplateError, _Resolver, normalize_arguments
+from tools.template_values import EndUserIdentity, Resolver, SecretLookup, TemplateError, normalize_arguments
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 BODY_METHODS = ("POST", "PUT", "PATCH")
@@ -79,7 +79,7 @@ def _has_lone_percent(literal: str) -> bool:
     return False
 
 
-def _render_url_part(template: str, resolver: _Resolver, where: str) -> str:
+def _render_url_part(template: str, resolver: Resolver, where: str) -> str:
     out: list[str] = []
     for piece in _split(template, where):
         if isinstance(piece, str):
@@ -104,7 +104,7 @@ def _is_dot_segment(segment: str) -> bool:
     return segment in (".", "..")
 
 
-def _render_body_node(node: Any, resolver: _Resolver) -> Any:
+def _render_body_node(node: Any, resolver: Resolver) -> Any:
     if isinstance(node, dict):
         out: dict[str, Any] = {}
         for key, value in node.items():
@@ -191,7 +191,7 @@ def _origin(config: Mapping[str, Any]) -> _Origin:
     return _Origin(authority=authority, host=checked.host, rest=rest[slash:])
 
 
-def _render_query(query_template: str, resolver: _Resolver) -> str:
+def _render_query(query_template: str, resolver: Resolver) -> str:
     query_parts: list[str] = []
     for pair in query_template.split("&"):
         key, eq, value_template = pair.partition("=")
@@ -201,7 +201,7 @@ def _render_query(query_template: str, resolver: _Resolver) -> str:
     return "&".join(query_parts)
 
 
-def _render_url(origin: _Origin, resolver: _Resolver) -> str:
+def _render_url(origin: _Origin, resolver: Resolver) -> str:
     """Values only in the path (one segment each, no `.` or `..` after substitution) and in query values."""
     path_template, has_query, query_template = origin.rest.partition("?")
     if "#" in path_template or "#" in query_template:
@@ -213,7 +213,7 @@ def _render_url(origin: _Origin, resolver: _Resolver) -> str:
     return f"https://{origin.authority}{path}{query}"
 
 
-def _render_header(name: Any, template: Any, resolver: _Resolver, earlier: Mapping[str, str]) -> str:
+def _render_header(name: Any, template: Any, resolver: Resolver, earlier: Mapping[str, str]) -> str:
     if not isinstance(name, str) or not _HEADER_NAME_RE.fullmatch(name) or not isinstance(template, str):
         raise TemplateError("invalid_template", "header names must be tokens and values strings")
     if is_tenant_forbidden_header(name):
@@ -228,7 +228,7 @@ def _render_header(name: Any, template: Any, resolver: _Resolver, earlier: Mappi
     return value
 
 
-def _render_headers(config: Mapping[str, Any], resolver: _Resolver) -> dict[str, str]:
+def _render_headers(config: Mapping[str, Any], resolver: Resolver) -> dict[str, str]:
     raw_headers = config.get("headers") or {}
     if not isinstance(raw_headers, Mapping):
         raise TemplateError("invalid_template", "headers must be an object")
@@ -238,7 +238,7 @@ def _render_headers(config: Mapping[str, Any], resolver: _Resolver) -> dict[str,
     return headers
 
 
-def _render_body(config: Mapping[str, Any], method: str, resolver: _Resolver) -> bytes | None:
+def _render_body(config: Mapping[str, Any], method: str, resolver: Resolver) -> bytes | None:
     """SPEC §6 "Bodies": a JSON object template, for POST, PUT and PATCH only."""
     if "body" not in config or config["body"] is None:
         return None
@@ -274,7 +274,7 @@ def render_request(
     method = _method(config)
     arguments, properties = _checked_arguments(config, arguments)
     origin = _origin(config)
-    resolver = _Resolver(
+    resolver = Resolver(
         properties=properties,
         arguments=arguments,
         end_user=end_user,

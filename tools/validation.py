@@ -70,11 +70,11 @@ TOOL_NAME_MESSAGE = (
 )
 
 
-def _refuse(code: str, message: str, path: str | None = None) -> Unprocessable:
+def refusal(code: str, message: str, path: str | None = None) -> Unprocessable:
     return Unprocessable(code, message, details=[{"path": path or "$", "message": message}])
 
 
-def _is_identity_name(name: str) -> bool:
+def is_identity_name(name: str) -> bool:
     tokens = set(name.lower().split("_"))
     flat = name.lower().replace("_", "")
     return (
@@ -85,11 +85,11 @@ def _is_identity_name(name: str) -> bool:
     )
 
 
-def _parse_template(text: str, path: str) -> list[Placeholder]:
+def parse_template(text: str, path: str) -> list[Placeholder]:
     try:
         return placeholders.parse(text)
     except PlaceholderError as exc:
-        raise _refuse(exc.code, exc.message, path) from None
+        raise refusal(exc.code, exc.message, path) from None
 
 
 def _check_host(host: str) -> None:
@@ -100,15 +100,15 @@ def _check_host(host: str) -> None:
     except ValueError:
         pass
     else:
-        raise _refuse("invalid_url", "The URL must name a host, not an IP address.", "$.config.url")
+        raise refusal("invalid_url", "The URL must name a host, not an IP address.", "$.config.url")
     if len(host) > 253 or "." not in host or not all(HOST_LABEL_RE.match(label) for label in host.split(".")):
-        raise _refuse(
+        raise refusal(
             "invalid_url",
             "The host must be a fully qualified name in lower case ASCII (use punycode for international names).",
             "$.config.url",
         )
     if host.split(".")[-1].isdigit():
-        raise _refuse("invalid_url", "The host must be a name, not a number.", "$.config.url")
+        raise refusal("invalid_url", "The host must be a name, not a number.", "$.config.url")
 
 
 class UrlParts:
@@ -120,41 +120,41 @@ def split_url(url: str) -> UrlParts:
     """The literal `https://host[:port]/` prefix, checked, and the templated path and query after it."""
     match = URL_PREFIX_RE.match(url)
     if not match or not match.group("rest"):
-        raise _refuse(
+        raise refusal(
             "invalid_url",
             "The URL must start with a literal https://host[:port]/ (placeholders only in the path and query).",
             "$.config.url",
         )
     host = match.group("host")
     if "@" in host or "\\" in host or "%" in host:
-        raise _refuse("invalid_url", "The URL may not hold user information or escapes in its host.", "$.config.url")
+        raise refusal("invalid_url", "The URL may not hold user information or escapes in its host.", "$.config.url")
     if host != host.lower():
-        raise _refuse("invalid_url", "Write the host in lower case.", "$.config.url")
+        raise refusal("invalid_url", "Write the host in lower case.", "$.config.url")
     _check_host(host)
     port_text = match.group("port")
     if port_text is not None and (port_text.startswith("0") or int(port_text) not in ALLOWED_PORTS):
-        raise _refuse("invalid_url", "The port must be 443 or 8443.", "$.config.url")
+        raise refusal("invalid_url", "The port must be 443 or 8443.", "$.config.url")
     rest = match.group("rest")
-    _parse_template(rest, "$.config.url")  # a malformed placeholder is named as such before other URL rules
+    parse_template(rest, "$.config.url")  # a malformed placeholder is named as such before other URL rules
     for literal in placeholders.split(rest):
         # A lone % would let an argument finish an escape: %2{{args.a}} with a = "f" is an encoded "/".
         # linear: a literal and a fixed look-ahead
         if isinstance(literal, str) and re.search(r"%(?![0-9A-Fa-f]{2})", literal):
-            raise _refuse("invalid_url", "A % in the URL must start an escape like %20.", "$.config.url")
+            raise refusal("invalid_url", "A % in the URL must start an escape like %20.", "$.config.url")
     if "#" in rest:
-        raise _refuse("invalid_url", "The URL may not hold a fragment (#).", "$.config.url")
+        raise refusal("invalid_url", "The URL may not hold a fragment (#).", "$.config.url")
     if any(ch.isspace() or ord(ch) < 0x20 or ch == "\\" for ch in rest):
-        raise _refuse("invalid_url", "The URL may not hold spaces, control characters or backslashes.", "$.config.url")
+        raise refusal("invalid_url", "The URL may not hold spaces, control characters or backslashes.", "$.config.url")
     path, _, query = rest.partition("?")
     return UrlParts(host, int(port_text or 443), path, query)
 
 
 def _check_path(path: str) -> list[Placeholder]:
-    found = _parse_template(path, "$.config.url")
+    found = parse_template(path, "$.config.url")
     literal = placeholders.split(path)
     for segment in "".join(p if isinstance(p, str) else "x" for p in literal).split("/"):
         if segment.lower().replace("%2e", ".") in (".", ".."):
-            raise _refuse("invalid_url", "The path may not hold '.' or '..' segments.", "$.config.url")
+            raise refusal("invalid_url", "The path may not hold '.' or '..' segments.", "$.config.url")
     return found
 
 
@@ -164,16 +164,16 @@ def _check_query(query: str) -> list[Placeholder]:
         return found
     for pair in query.split("&"):
         key, eq, value = pair.partition("=")
-        key_placeholders = _parse_template(key, "$.config.url")
+        key_placeholders = parse_template(key, "$.config.url")
         if key_placeholders:
-            raise _refuse(
+            raise refusal(
                 "placeholder_position",
                 "Placeholders may stand only in query values, not in query names.",
                 "$.config.url",
             )
         if not key:
-            raise _refuse("invalid_url", "Every query parameter needs a name.", "$.config.url")
-        found += _parse_template(value, "$.config.url")
+            raise refusal("invalid_url", "Every query parameter needs a name.", "$.config.url")
+        found += parse_template(value, "$.config.url")
     return found
 
 
@@ -203,9 +203,9 @@ def validate_http_tool(
 
     name = data["name"]
     if not HTTP_TOOL_NAME_RE.match(name):
-        raise _refuse("invalid_tool_name", TOOL_NAME_MESSAGE, "$.name")
+        raise refusal("invalid_tool_name", TOOL_NAME_MESSAGE, "$.name")
     if name in BUILTIN_NAMES:
-        raise _refuse("tool_name_conflict", f"{name} is the name of a built-in tool.", "$.name")
+        raise refusal("tool_name_conflict", f"{name} is the name of a built-in tool.", "$.name")
 
     config = data["config"]
     method = config["method"]
@@ -221,23 +221,23 @@ def validate_http_tool(
     for header_name, header_value in headers.items():
         jpath = f"$.config.headers.{header_name}"
         if "{{" in header_name or "}}" in header_name:
-            raise _refuse("placeholder_position", "Header names are literal; placeholders go in values.", jpath)
+            raise refusal("placeholder_position", "Header names are literal; placeholders go in values.", jpath)
         if is_tenant_forbidden_header(header_name):  # one list for write time and call time
-            raise _refuse("forbidden_header", f"The header {header_name} can't be set by a tool.", jpath)
+            raise refusal("forbidden_header", f"The header {header_name} can't be set by a tool.", jpath)
         if not HEADER_NAME_RE.match(header_name):
-            raise _refuse("invalid_header", "Header names are letters, digits and hyphens.", jpath)
+            raise refusal("invalid_header", "Header names are letters, digits and hyphens.", jpath)
         if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in header_value):
-            raise _refuse("invalid_header", "Header values may not hold control characters.", jpath)
-        uses += [(p, "header", jpath) for p in _parse_template(header_value, jpath)]
+            raise refusal("invalid_header", "Header values may not hold control characters.", jpath)
+        uses += [(p, "header", jpath) for p in parse_template(header_value, jpath)]
 
     body = config.get("body")
     if body is not None:
         if method not in BODY_METHODS:
-            raise _refuse("invalid_body", f"A {method} request has no body; use POST, PUT or PATCH.", "$.config.body")
+            raise refusal("invalid_body", f"A {method} request has no body; use POST, PUT or PATCH.", "$.config.body")
         for jpath, text, is_key in _walk_body(body, "$.config.body"):
-            found = _parse_template(text, jpath)
+            found = parse_template(text, jpath)
             if is_key and found:
-                raise _refuse("placeholder_position", "JSON keys are literal; placeholders go in values.", jpath)
+                raise refusal("placeholder_position", "JSON keys are literal; placeholders go in values.", jpath)
             uses += [(p, "body", jpath) for p in found]
 
     parameters = _check_parameters(config.get("parameters"), requires_verified_user)
@@ -245,16 +245,16 @@ def validate_http_tool(
 
     for ph, where, jpath in uses:
         if ph.root == "end_user" and not requires_verified_user:
-            raise _refuse(
+            raise refusal(
                 "end_user_requires_verified_user",
                 f"{ph.raw} needs requires_verified_user: true: identity comes only from a verified credential.",
                 jpath,
             )
         if ph.root == "args":
             if ph.name not in formats:
-                raise _refuse("unknown_parameter", f"{ph.raw} names no declared parameter.", jpath)
+                raise refusal("unknown_parameter", f"{ph.raw} names no declared parameter.", jpath)
             if where != "body" and formats[ph.name] != "token":
-                raise _refuse(
+                raise refusal(
                     "invalid_format",
                     f"{ph.raw} is used in the {where}; only x-kagent-format token may go there (text is body only).",
                     jpath,
@@ -262,7 +262,7 @@ def validate_http_tool(
         if ph.root == "secret":
             hosts = secret_hosts(ph.name)
             if hosts is not None and url.host not in hosts:
-                raise _refuse(
+                raise refusal(
                     "secret_host_not_allowed",
                     f"The secret {ph.name} may not be sent to {url.host}; add it to the secret's allowed_hosts.",
                     jpath,
@@ -270,14 +270,14 @@ def validate_http_tool(
 
     response = dict(config.get("response") or {})
     if len(response.get("fields", [])) > MAX_RESPONSE_FIELDS:
-        raise _refuse("too_many_fields", f"At most {MAX_RESPONSE_FIELDS} response fields.", "$.config.response.fields")
+        raise refusal("too_many_fields", f"At most {MAX_RESPONSE_FIELDS} response fields.", "$.config.response.fields")
     if response.get("max_items", 1) > MAX_ITEMS:
-        raise _refuse(
+        raise refusal(
             "too_many_items", f"Max items is a whole number from 1 to {MAX_ITEMS}.", "$.config.response.max_items"
         )
     timeout_ms = config.get("timeout_ms", DEFAULT_TIMEOUT_MS)
     if timeout_ms > MAX_TIMEOUT_MS:
-        raise _refuse(
+        raise refusal(
             "invalid_timeout",
             f"The timeout is a whole number of milliseconds from 100 to {MAX_TIMEOUT_MS}.",
             "$.config.timeout_ms",
@@ -307,50 +307,50 @@ def _check_parameters(schema: Any, requires_verified_user: bool) -> dict[str, An
         return {"type": "object", "properties": {}, "additionalProperties": False}
     path = "$.config.parameters"
     if schema.get("type") != "object":
-        raise _refuse("invalid_parameters", "parameters is a JSON Schema of type object.", path)
+        raise refusal("invalid_parameters", "parameters is a JSON Schema of type object.", path)
     problem = tenant_schema_problem(schema, at=path)
     if problem is not None:
         code = SCHEMA_TOO_COMPLEX if problem.too_complex else "invalid_parameters"
-        raise _refuse(code, f"{problem.text}.", problem.path)
+        raise refusal(code, f"{problem.text}.", problem.path)
     unknown = set(schema) - {"type", "properties", "required", "additionalProperties", "description"}
     if unknown:
-        raise _refuse(
+        raise refusal(
             "invalid_parameters", f"Unsupported keyword(s) in parameters: {', '.join(sorted(unknown))}.", path
         )
     if schema.get("additionalProperties", False) is not False:
-        raise _refuse("invalid_parameters", "Tool arguments are strict: additionalProperties must be false.", path)
+        raise refusal("invalid_parameters", "Tool arguments are strict: additionalProperties must be false.", path)
     properties = schema.get("properties") or {}
     if len(properties) > MAX_PARAMETERS:
-        raise _refuse("too_many_parameters", f"At most {MAX_PARAMETERS} parameters.", f"{path}.properties")
+        raise refusal("too_many_parameters", f"At most {MAX_PARAMETERS} parameters.", f"{path}.properties")
     for pname, pschema in properties.items():
         ppath = f"{path}.properties.{pname}"
         if pname in placeholders.RESERVED_NAMES:
-            raise _refuse("reserved_name", f"{pname} is a reserved name (args, end_user, secret, var, sys).", ppath)
+            raise refusal("reserved_name", f"{pname} is a reserved name (args, end_user, secret, var, sys).", ppath)
         if not placeholders.PARAMETER_NAME_RE.match(pname):
-            raise _refuse(
+            raise refusal(
                 "invalid_parameters",
                 "A parameter's name starts with a lower-case letter and has only lower-case letters, digits and _ "
                 "(at most 64), like order_id.",
                 ppath,
             )
-        if requires_verified_user and _is_identity_name(pname):
-            raise _refuse(
+        if requires_verified_user and is_identity_name(pname):
+            raise refusal(
                 "identity_as_parameter",
                 f"{pname} looks like identity. On a tool that needs a verified user, identity comes from the "
                 "credential ({{end_user.external_id}}, {{end_user.traits.*}}), never from the model.",
                 ppath,
             )
         if not isinstance(pschema, dict) or pschema.get("type") not in PARAMETER_TYPES:
-            raise _refuse("invalid_parameters", f"{pname} must have a type: {', '.join(PARAMETER_TYPES)}.", ppath)
+            raise refusal("invalid_parameters", f"{pname} must have a type: {', '.join(PARAMETER_TYPES)}.", ppath)
         fmt = pschema.get("x-kagent-format", "token")
         if fmt not in FORMATS:
-            raise _refuse("invalid_format", f"x-kagent-format is token or text, not {str(fmt)[:40]!r}.", ppath)
+            raise refusal("invalid_format", f"x-kagent-format is token or text, not {str(fmt)[:40]!r}.", ppath)
         if fmt == "text" and pschema["type"] != "string":
-            raise _refuse("invalid_format", "x-kagent-format text is for string parameters.", ppath)
+            raise refusal("invalid_format", "x-kagent-format text is for string parameters.", ppath)
     required = schema.get("required") or []
     missing = [name for name in required if name not in properties]
     if missing:
-        raise _refuse("invalid_parameters", f"required names undeclared parameter(s): {', '.join(missing)}.", path)
+        raise refusal("invalid_parameters", f"required names undeclared parameter(s): {', '.join(missing)}.", path)
     out = dict(schema)
     out["additionalProperties"] = False
     out.setdefault("properties", {})
