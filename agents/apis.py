@@ -18,7 +18,7 @@ from kagent.errors import Unprocessable
 from kagent.inputs import UNSET, Input, is_set
 from kagent.models import Project
 from kagent.openapi import list_of
-from tools.validation import RESPONSE_FIELD_SCHEMA
+from tools.definition_shape import RESPONSE_FIELD_SCHEMA
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,11 @@ from agents.config import CONFIG_VALIDATOR, DEFAULT_CONFIG
 from kagent.errors import Unprocessable
 from kagent.merge_patch import merge_patch
 from kagent.validation import schema_refusal
-from tools.builtins import BUILTIN_NAMES, Effect
+from tools.builtin_tool import Effect
+from tools.builtins import BUILTIN_NAMES
 from tools.builtins import get as builtin_get
+from tools.mcp_validation import MCP_TOOL_SEPARATOR, MODEL_TOOL_NAME_RE, TOOL_NAME_RULES, mcp_tool_name
 from tools.schema_bounds import SCHEMA_TOO_COMPLEX, tenant_schema_problem
-from tools.validation import MCP_TOOL_SEPARATOR, MODEL_TOOL_NAME_RE, TOOL_NAME_RULES, mcp_tool_name
 
 
 def _invalid(path: str, message: str) -> Unprocessable:

@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tools.builtins import BuiltinTool
+from tools.builtin_tool import BuiltinTool
+from tools.mcp_validation import mcp_tool_name
 from tools.models import HttpTool, McpServer
-from tools.validation import mcp_tool_name
 
 
 @dataclass

@@ -14,7 +14,8 @@ from typing import Any
 
 from desk import selectors, services
 from runs.models import Run, ToolCall
-from tools.builtins import CREATE_TICKET, TRANSFER_TO_HUMAN, DeskFacts, bind_desk, executes
+from tools.builtin_defs import CREATE_TICKET, TRANSFER_TO_HUMAN
+from tools.builtins import DeskFacts, bind_desk, executes
 
 
 @executes(TRANSFER_TO_HUMAN)

@@ -26,7 +26,7 @@ from llm.demo_replies import demo_text
 from llm.demo_words import WORD_RE, content_words, demo_asks_for_a_person
 from llm.types import ModelRequest, ModelResponse, ToolCallRequest, ToolDefinition, Usage
 from tools.arabic import normalize_arabic, normalize_digits
-from tools.builtins import TRANSFER_TO_HUMAN
+from tools.builtin_defs import TRANSFER_TO_HUMAN
 
 DEMO_PREFIX = "(Demo model)"
 DEMO_MODEL_NAME = "demo"

@@ -13,7 +13,8 @@ from typing import Any, Final
 from llm.demo_words import content_words
 from llm.transport import json_object
 from llm.types import Message, ModelRequest
-from tools.builtins import CREATE_TICKET, FLAG_CONVERSATION, SEARCH_KNOWLEDGE, TRANSFER_TO_HUMAN, Receipt
+from tools.builtin_defs import CREATE_TICKET, FLAG_CONVERSATION, SEARCH_KNOWLEDGE, TRANSFER_TO_HUMAN
+from tools.builtin_tool import Receipt
 
 # What the customer reads, in their language (Arabic when they write more Arabic than Latin letters). Each is a
 # plain sentence a person would say; none names a tool, a code or an id. The claims in them are the ones the

@@ -17,7 +17,7 @@ from guard import Call, Facts
 from llm.types import Message
 from runs.models import Run, ToolCall
 from tools import builtins
-from tools.builtins import Receipt
+from tools.builtin_tool import Receipt
 
 # How runs/services.py `team_notice` writes a team member's message into the history.
 TEAM_NOTICE_MARK = " from the team wrote to the customer (not you; not a tool result): "

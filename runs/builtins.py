@@ -21,7 +21,8 @@ from agents.selectors import knowledge_search
 from conversations.models import Session
 from runs import webhook_events
 from runs.models import Run, ToolCall
-from tools.builtins import FLAG_CONVERSATION, SEARCH_KNOWLEDGE, executes, executor
+from tools.builtin_defs import FLAG_CONVERSATION, SEARCH_KNOWLEDGE
+from tools.builtins import executes, executor
 
 SEARCH_RESULTS = 3
 

@@ -14,9 +14,10 @@ from kagent.api import ProjectApi, paginate
 from kagent.inputs import Input
 from kagent.openapi import list_of
 from tools import selectors, services
+from tools.mcp_validation import MCP_SERVER_NAME_MESSAGE, MCP_SERVER_NAME_RE
 from tools.resources import HTTP_TOOL, MCP_SERVER, TOOL_PREVIEW, TOOL_TEST_CALL
-from tools.templating import EndUserIdentity
-from tools.validation import HTTP_TOOL_NAME_RE, MCP_SERVER_NAME_MESSAGE, MCP_SERVER_NAME_RE, TOOL_NAME_MESSAGE
+from tools.template_values import EndUserIdentity
+from tools.validation import HTTP_TOOL_NAME_RE, TOOL_NAME_MESSAGE
 
 
 @dataclass(frozen=True)
@@ -240,7 +241,7 @@ class McpServerWrite:
     headers: dict[str, str]
 
 
-# The envelope only: the URL, header and secret rules are the service's (tools/validation.py).
+# The envelope only: the URL, header and secret rules are the service's (tools/mcp_validation.py).
 MCP_SERVER_WRITE = Input(
     {
         "type": "object",

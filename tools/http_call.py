@@ -17,13 +17,8 @@ from kagent.egress import USER_AGENT, EgressClient, EgressError, Recorder, get_c
 from kagent.masking import mask_secrets
 from kagent.signing import SigningError, webhook_headers
 from tools.shaping import ShapingError, clean_text, shape_failure, shape_response
-from tools.templating import (
-    EndUserIdentity,
-    RenderedRequest,
-    SecretLookup,
-    TemplateError,
-    render_request,
-)
+from tools.template_values import EndUserIdentity, SecretLookup, TemplateError
+from tools.templating import RenderedRequest, render_request
 
 BODY_EXCERPT_CHARS = 1000
 PURPOSE = "http_tool"

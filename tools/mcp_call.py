@@ -17,10 +17,11 @@ from typing import Any
 from kagent.egress import EgressClient, Recorder
 from kagent.errors import Unprocessable
 from kagent.masking import mask_secrets, mask_secrets_in_json
-from tools import mcp_client
+from tools import mcp_client, mcp_jsonrpc
 from tools.http_call import BODY_EXCERPT_CHARS, HttpCallOutcome, masked_result, template_failure
 from tools.shaping import clean_text, shape_failure, shape_mcp_result
-from tools.templating import EndUserIdentity, SecretLookup, TemplateError, render_request
+from tools.template_values import EndUserIdentity, SecretLookup, TemplateError
+from tools.templating import render_request
 from tools.validation import split_url
 
 # What the model is told for each way a call can fail: the three neutral codes of an HTTP tool (seed, "What the
@@ -141,7 +142,7 @@ def mcp_tool_call(
             if end_user is None
             else {"external_id": end_user.external_id, "traits": dict(end_user.traits)},
         )
-    except mcp_client.McpError as exc:
+    except mcp_jsonrpc.McpError as exc:
         step.update(error_code=exc.code, error_message=exc.message, status=exc.status)
         if exc.rpc_code is not None:
             step["rpc_code"] = exc.rpc_code

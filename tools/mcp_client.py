@@ -27,14 +27,15 @@ Every failure is an `McpError` with a stable `code` and a `message` a tenant may
 codes as a tenant is shown them (`shown_code`), `upstream_status` / `upstream_rate_limited` for an HTTP status,
 `mcp_error` for a JSON-RPC error (its code in `rpc_code`, its message cleaned in `detail`, for the run steps),
 `mcp_protocol_error` for anything that is not MCP, `mcp_unsupported_version`, `header_not_allowed`, and the signing
-codes (a call is never sent unsigned).
+codes (a call is never sent unsigned). `McpError`, the protocol versions and the reading of an answer (the event
+stream, the JSON-RPC response to a request) are tools/mcp_jsonrpc.py's; the session and the operations are here.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -50,64 +51,31 @@ from kagent.egress import (
     shown_code,
     tenant_code,
 )
-from kagent.masking import mask_secrets
 from kagent.signing import SigningError, webhook_headers
-from tools.shaping import clean_text
+from tools.mcp_jsonrpc import (
+    MESSAGES,
+    PROTOCOL_VERSION,
+    SUPPORTED_VERSIONS,
+    McpError,
+    cleaned,
+    protocol_error,
+    rpc_error,
+    rpc_response,
+    session_id_of,
+)
 
 PURPOSE: Final = "mcp"
-PROTOCOL_VERSION: Final = "2025-11-25"
-SUPPORTED_VERSIONS: Final = frozenset({"2025-11-25", "2025-06-18", "2025-03-26"})
 CLIENT_INFO: Final = {"name": "K-Agent", "version": "1"}
 TIMEOUT_MS: Final = 10_000  # the whole session: every request gets what is left of it
 MAX_TOOLS: Final = 500
 MAX_PAGES: Final = 10
 MAX_CURSOR_CHARS: Final = 4096
 MAX_DESCRIPTION_CHARS: Final = 4000
-MAX_DETAIL_CHARS: Final = 500
 CLOSE_TIMEOUT_MS: Final = 2000
 # Headers the MCP transport sets itself: a server's configured headers may not set them (nor what no tenant may).
 MCP_HEADERS: Final = frozenset({"accept", "content-type", "mcp-session-id", "mcp-protocol-version", "last-event-id"})
 
-MESSAGES: Final = {
-    "mcp_protocol_error": "the MCP server's answer is not MCP over Streamable HTTP (JSON-RPC 2.0)",
-    "mcp_error": "the MCP server answered the request with an error",
-    "mcp_unsupported_version": "the MCP server speaks no protocol version K-Agent supports "
-    f"({', '.join(sorted(SUPPORTED_VERSIONS))})",
-    "upstream_status": "the MCP server answered with an HTTP error status",
-    "upstream_rate_limited": "the MCP server is limiting requests (HTTP 429)",
-    "header_not_allowed": "a header of the MCP server's configuration is set by K-Agent or not allowed",
-    "invalid_arguments": "the arguments can't be sent as JSON",
-    "timeout": "the MCP server did not answer in time",
-}
 _SIGNING_MESSAGE = "the project's tool signing secret is missing or not valid, so nothing was sent"
-
-
-class McpError(Exception):
-    """A listing or a call that did not complete. `message` is safe to show a tenant; `detail` (the server's own
-    error text, cleaned, cut and masked) is for the run steps; `may_have_reached_upstream` says whether a
-    `tools/call` may have reached the server (a retry must then reuse the call's id)."""
-
-    def __init__(
-        self,
-        code: str,
-        message: str = "",
-        *,
-        status: int | None = None,
-        rpc_code: int | None = None,
-        detail: str = "",
-        may_have_reached_upstream: bool = False,
-    ) -> None:
-        self.code = code
-        self.message = message or MESSAGES.get(code, MESSAGES["mcp_protocol_error"])
-        super().__init__(f"{code}: {self.message}")
-        self.status = status
-        self.rpc_code = rpc_code
-        self.detail = detail
-        self.may_have_reached_upstream = may_have_reached_upstream
-
-
-def _protocol_error(detail: str) -> McpError:
-    return McpError("mcp_protocol_error", detail=detail)
 
 
 @dataclass(frozen=True)
@@ -133,82 +101,6 @@ class McpCallResult:
     structured_content: Any  # `structuredContent` as sent; None when absent
     is_error: bool  # the tool itself failed (`isError`): its texts say why
     other_parts: int  # content parts that are not text (images, audio, resources): counted, not kept
-
-
-# --- the event stream -------------------------------------------------------------------------------------------
-
-
-def sse_event_data(body: bytes) -> Iterator[str]:
-    """The data of each `message` event of an event stream, in order (WHATWG HTML, "Event stream interpretation").
-    One pass over the lines: comments, `id`, `retry` and unknown fields are skipped, an event with empty data (a
-    server's priming event) is not dispatched, and neither is an event the stream ends in the middle of."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _protocol_error("the event stream is not UTF-8") from exc
-    text = text.removeprefix("\ufeff")
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    lines.pop()  # what follows the last line break: an unfinished line, discarded at the end of the stream
-    data: list[str] = []
-    event_type = ""
-    for line in lines:
-        if not line:
-            joined = "\n".join(data)
-            if joined and event_type in ("", "message"):
-                yield joined
-            data, event_type = [], ""
-        elif not line.startswith(":"):
-            name, colon, value = line.partition(":")
-            if colon and value.startswith(" "):
-                value = value[1:]
-            if name == "data":
-                data.append(value)
-            elif name == "event":
-                event_type = value
-
-
-# --- one answer -------------------------------------------------------------------------------------------------
-
-
-def _json(text: str | bytes) -> Any:
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
-        raise _protocol_error("a message is not JSON") from exc
-
-
-def _messages(response: EgressResponse) -> Iterator[Any]:
-    content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    parsed: Iterable[Any]
-    if content_type == "application/json":
-        parsed = [_json(response.body)]
-    elif content_type == "text/event-stream":
-        parsed = (_json(data) for data in sse_event_data(response.body))
-    else:
-        raise _protocol_error("the answer is neither application/json nor text/event-stream")
-    for message in parsed:
-        # A JSON-RPC batch (2025-03-26 allowed them): its members, one level only.
-        yield from (message if isinstance(message, list) else [message])
-
-
-def _is_response_to(message: Any, request_id: int) -> bool:
-    return (
-        isinstance(message, dict)
-        and "method" not in message
-        and type(message.get("id")) is int
-        and message["id"] == request_id
-    )
-
-
-def _response(response: EgressResponse, request_id: int) -> dict[str, Any]:
-    """The JSON-RPC response to `request_id` in the answer; anything else in it (notifications, the server's own
-    requests, responses to other ids) is ignored."""
-    for message in _messages(response):
-        if _is_response_to(message, request_id):
-            if message.get("jsonrpc") != "2.0" or ("result" in message) == ("error" in message):
-                raise _protocol_error("the response is not a JSON-RPC 2.0 response")
-            return dict(message)
-    raise _protocol_error("the answer holds no response to the request")
 
 
 # --- one session ------------------------------------------------------------------------------------------------
@@ -250,7 +142,7 @@ class _Session:
         )
         version = result.get("protocolVersion")
         if not isinstance(version, str) or version not in SUPPORTED_VERSIONS:
-            raise McpError("mcp_unsupported_version", detail=_cleaned(str(version)[:40], ()))
+            raise McpError("mcp_unsupported_version", detail=cleaned(str(version)[:40], ()))
         self.protocol_version = version
         # The session id came with the InitializeResult (`request` kept it); from now on it goes with every request.
         self.notify("notifications/initialized", suffix=".initialized")
@@ -263,14 +155,14 @@ class _Session:
         payload = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         response = self._post(payload, suffix=suffix, is_call=is_call)
         try:
-            message = _response(response, request_id)
+            message = rpc_response(response, request_id)
             if method == "initialize":
-                self.session_id = _session_id(response)
+                self.session_id = session_id_of(response)
             if "error" in message:
-                raise _rpc_error(message["error"], self.server.secret_values)
+                raise rpc_error(message["error"], self.server.secret_values)
             result = message["result"]
             if not isinstance(result, dict):
-                raise _protocol_error("the result is not an object")
+                raise protocol_error("the result is not an object")
         except McpError as exc:
             exc.may_have_reached_upstream = is_call
             exc.status = response.status
@@ -368,33 +260,6 @@ def _configured_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _session_id(response: EgressResponse) -> str | None:
-    """The server's session id: visible ASCII only (the transport's rule), else the answer is not MCP."""
-    value = response.headers.get("mcp-session-id")
-    if value is None:
-        return None
-    if not value or len(value) > 1024 or not value.isascii() or not all("\x21" <= ch <= "\x7e" for ch in value):
-        raise _protocol_error("the session id is not visible ASCII")
-    return value
-
-
-def _cleaned(text: str, secret_values: Sequence[str]) -> str:
-    cut = clean_text(text[: MAX_DETAIL_CHARS * 4], keep_joiners=True)
-    return mask_secrets(cut, tuple(secret_values))[:MAX_DETAIL_CHARS]
-
-
-def _rpc_error(error: Any, secret_values: Sequence[str]) -> McpError:
-    if not isinstance(error, dict) or type(error.get("code")) is not int or not isinstance(error.get("message"), str):
-        return _protocol_error("the JSON-RPC error is not an error object")
-    code: int = error["code"]
-    return McpError(
-        "mcp_error",
-        f"{MESSAGES['mcp_error']} (JSON-RPC error {code})" if -(2**53) < code < 2**53 else MESSAGES["mcp_error"],
-        rpc_code=code,
-        detail=_cleaned(error["message"], secret_values),
-    )
-
-
 # --- the two operations -----------------------------------------------------------------------------------------
 
 
@@ -402,14 +267,14 @@ def _listed_tool(item: Any) -> dict[str, Any]:
     """One tool of a listing as K-Agent keeps it. Whether its name fits the tool-name rules and its schema the
     tenant-schema bounds is decided where it is granted (and shown there with the reason), not here."""
     if not isinstance(item, dict):
-        raise _protocol_error("a listed tool is not an object")
+        raise protocol_error("a listed tool is not an object")
     name, description, schema = item.get("name"), item.get("description"), item.get("inputSchema")
     if not isinstance(name, str) or not name:
-        raise _protocol_error("a listed tool has no name")
+        raise protocol_error("a listed tool has no name")
     if description is not None and not isinstance(description, str):
-        raise _protocol_error("a listed tool's description is not text")
+        raise protocol_error("a listed tool's description is not text")
     if not isinstance(schema, dict):
-        raise _protocol_error("a listed tool's inputSchema is not an object")
+        raise protocol_error("a listed tool's inputSchema is not an object")
     return {"name": name, "description": (description or "")[:MAX_DESCRIPTION_CHARS], "input_schema": schema}
 
 
@@ -421,16 +286,16 @@ def _listing(session: _Session) -> McpListing:
         result = session.request("tools/list", {} if cursor is None else {"cursor": cursor}, suffix=f".list.{page}")
         listed = result.get("tools")
         if not isinstance(listed, list):
-            raise _protocol_error("the listing has no list of tools")
+            raise protocol_error("the listing has no list of tools")
         cursor = result.get("nextCursor")
         if cursor is not None and (not isinstance(cursor, str) or not cursor or len(cursor) > MAX_CURSOR_CHARS):
-            raise _protocol_error("the listing's nextCursor is not a cursor")
+            raise protocol_error("the listing's nextCursor is not a cursor")
         for position, item in enumerate(listed):
             if len(tools) == MAX_TOOLS:
                 return McpListing(tools=tools, truncated=True, protocol_version=str(session.protocol_version))
             tool = _listed_tool(item)
             if tool["name"] in names:
-                raise _protocol_error(f"the listing names a tool twice (page {page}, position {position + 1})")
+                raise protocol_error(f"the listing names a tool twice (page {page}, position {position + 1})")
             names.add(tool["name"])
             tools.append(tool)
         if cursor is None:
@@ -515,20 +380,20 @@ def call_tool(
     content, structured, is_error = result.get("content", []), result.get("structuredContent"), result.get("isError")
     try:
         if not isinstance(content, list):
-            raise _protocol_error("the result's content is not a list")
+            raise protocol_error("the result's content is not a list")
         if is_error is not None and not isinstance(is_error, bool):
-            raise _protocol_error("the result's isError is not a boolean")
+            raise protocol_error("the result's isError is not a boolean")
         texts: list[str] = []
         other_parts = 0
         for part in content:
             if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                raise _protocol_error("a content part is not a typed object")
+                raise protocol_error("a content part is not a typed object")
             if part["type"] != "text":
                 other_parts += 1
             elif isinstance(part.get("text"), str):
                 texts.append(part["text"])
             else:
-                raise _protocol_error("a text part has no text")
+                raise protocol_error("a text part has no text")
     except McpError as exc:
         exc.may_have_reached_upstream = True
         raise

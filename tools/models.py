@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from kagent.ids import PrefixedIdField
 from kagent.models import Project
-from tools.validation import mcp_tool_name
+from tools.mcp_validation import mcp_tool_name
 
 
 class HttpTool(models.Model):

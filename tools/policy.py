@@ -31,9 +31,9 @@ from typing import Any, Final
 
 from tools import builtins
 from tools.arguments import UncheckableArguments, argument_errors
-from tools.builtins import Effect
-from tools.templating import TEXT_MAX, is_token
-from tools.templating import normalize_arguments as normalize_digits_in
+from tools.builtin_tool import Effect
+from tools.template_values import TEXT_MAX, is_token
+from tools.template_values import normalize_arguments as normalize_digits_in
 from tools.toolset import ToolKind, ToolSpec
 
 HTTP_CALLS_PER_HOUR = 20

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from kagent.openapi import component
 from kagent.rendering import Const, Field, Resource, Timestamp
+from tools.definition_shape import TOOL_DEFINITION_SCHEMA
 from tools.http_call import HttpCallOutcome
+from tools.mcp_validation import MCP_SERVER_NAME_RE
 from tools.models import HttpTool, McpServer
 from tools.services import ToolPreview
-from tools.validation import HTTP_TOOL_NAME_RE, MCP_SERVER_NAME_RE, TOOL_DEFINITION_SCHEMA
+from tools.validation import HTTP_TOOL_NAME_RE
 
 HTTP_TOOL_CONFIG = component("HttpToolConfig", TOOL_DEFINITION_SCHEMA["properties"]["config"])
 

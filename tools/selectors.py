@@ -9,8 +9,8 @@ from django.db.models import QuerySet
 from kagent.bindings import Binding
 from kagent.errors import NotFound
 from kagent.models import Project
+from tools.mcp_validation import identity_parameters, mcp_tool_problem
 from tools.models import HttpTool, McpServer
-from tools.validation import identity_parameters, mcp_tool_problem
 
 
 def http_tool_list(*, project: Project) -> QuerySet[HttpTool]:

@@ -16,13 +16,15 @@ from kagent.masking import mask_secrets, mask_secrets_in_json
 from kagent.merge_patch import merge_patch
 from kagent.models import Project, SigningSecret
 from kagent.secrets import SecretValue, secret_allowed_hosts, secret_resolve, signing_secrets_valid
-from tools import mcp_client
+from tools import mcp_client, mcp_jsonrpc
 from tools.http_call import HttpCallOutcome, http_tool_call
 from tools.mcp_call import mcp_server
+from tools.mcp_validation import mcp_tool_problem, validate_mcp_server
 from tools.models import HttpTool, McpServer
 from tools.schema_bounds import as_2020_12
-from tools.templating import EndUserIdentity, TemplateError, render_preview
-from tools.validation import mcp_tool_problem, validate_http_tool, validate_mcp_server
+from tools.template_values import EndUserIdentity, TemplateError
+from tools.templating import render_preview
+from tools.validation import validate_http_tool
 
 
 def _validate(project: Project, definition: dict[str, Any]) -> dict[str, Any]:
@@ -192,7 +194,7 @@ def _mcp_listed(project: Project, *, name: str, url: str, headers: dict[str, str
     try:
         server = mcp_server(name=name, url=url, headers=headers, secret_lookup=_lookup(project))
     except TemplateError as exc:
-        raise mcp_client.McpError(exc.code, exc.message) from None
+        raise mcp_jsonrpc.McpError(exc.code, exc.message) from None
     listing = mcp_client.list_tools(
         server=server,
         project_id=project.pk,
@@ -224,7 +226,7 @@ def _mcp_listed(project: Project, *, name: str, url: str, headers: dict[str, str
     }
 
 
-def _unlisted(exc: mcp_client.McpError) -> Unprocessable:
+def _unlisted(exc: mcp_jsonrpc.McpError) -> Unprocessable:
     return Unprocessable(
         "mcp_unreachable",
         f"The MCP server's tools could not be listed: {exc.message}. Nothing was saved.",
@@ -243,7 +245,7 @@ def mcp_server_create(*, project: Project, name: str, url: str, headers: dict[st
     _mcp_name_taken(project, name)
     try:
         listed = _mcp_listed(project, **clean)
-    except mcp_client.McpError as exc:
+    except mcp_jsonrpc.McpError as exc:
         raise _unlisted(exc) from None
     try:
         with transaction.atomic():
@@ -274,7 +276,7 @@ def mcp_server_update(
     _mcp_name_taken(server.project, clean["name"], other_than=server.pk)
     try:
         listed = _mcp_listed(server.project, **clean)
-    except mcp_client.McpError as exc:
+    except mcp_jsonrpc.McpError as exc:
         raise _unlisted(exc) from None
     try:
         with transaction.atomic():
@@ -289,7 +291,7 @@ def mcp_server_refresh(*, server: McpServer) -> McpServer:
     """Lists the server again: the new listing, or the error with the previous listing kept."""
     try:
         listed = _mcp_listed(server.project, name=server.name, url=server.url, headers=server.headers)
-    except mcp_client.McpError as exc:
+    except mcp_jsonrpc.McpError as exc:
         changes: dict[str, Any] = {"last_error": {"code": exc.code, "message": exc.message}}
     else:
         changes = listed

@@ -15,16 +15,17 @@ Arguments from the model: Arabic-Indic and extended Arabic-Indic digits become A
 format (the default, and the only one allowed in the URL or headers): letters, digits, spaces and `._@:+-`, at most
 64 characters. `text` format (body only): at most 1,000 characters, control/bidi/zero-width characters stripped.
 A secret is only sent to the hosts in its `allowed_hosts`. `{{end_user.*}}` comes only from the verified identity
-the caller passes in, never from the model.
+the caller passes in, never from the model. Those values and their checks are tools/template_values.py's; this
+module puts them where they land.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote, unquote
 
 import jsonschema
@@ -33,63 +34,16 @@ from kagent.egress import EgressError, is_tenant_forbidden_header, url_check
 from kagent.masking import mask_secrets
 from tools.arguments import UncheckableArguments, argument_errors
 from tools.placeholders import Placeholder, PlaceholderError, split
-from tools.shaping import ascii_digits, clean_text
+from tools.template_values import EndUserIdentity, Resolver, SecretLookup, TemplateError, normalize_arguments
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 BODY_METHODS = ("POST", "PUT", "PATCH")
-TOKEN_MAX = 64
-TEXT_MAX = 1000
 DEFAULT_TIMEOUT_MS = 10_000
 # linear: anchored, one class, bounded
 _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}(?!\n)$")
 # linear: anchored, one class
 _HEADER_VALUE_RE = re.compile(r"^[\x20-\x7e]*(?!\n)$")
-_TOKEN_PUNCT = frozenset(" ._@:+-")
-_ASCII_DIGITS = frozenset("0123456789")
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
-
-
-class TemplateError(ValueError):
-    """Rendering refused; nothing was sent. Stable codes:
-
-    invalid_template, unknown_placeholder, invalid_arguments, unresolved_placeholder, blank_placeholder,
-    verified_user_required, secret_host_not_allowed, unsafe_path, forbidden_header, invalid_header_value.
-    `placeholder` is the offending `{{…}}` when there is one; `parameter` the argument name when it is one.
-    """
-
-    def __init__(self, code: str, message: str, *, placeholder: str = "", parameter: str = "") -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.placeholder = placeholder
-        self.parameter = parameter
-
-
-@dataclass(frozen=True)
-class EndUserIdentity:
-    """A verified end user, from the credential (secret-key call or end_user_token), never from the model."""
-
-    external_id: str
-    traits: Mapping[str, Any] = field(default_factory=dict)
-
-
-class SecretLike(Protocol):
-    """What a secret lookup returns (kagent.secrets.SecretValue is one)."""
-
-    @property
-    def value(self) -> str: ...
-
-    @property
-    def allowed_hosts(self) -> tuple[str, ...]: ...
-
-
-@dataclass(frozen=True)
-class SecretValue:
-    value: str
-    allowed_hosts: tuple[str, ...]
-
-
-SecretLookup = Callable[[str], SecretLike | None]
 
 
 @dataclass(frozen=True)
@@ -103,201 +57,6 @@ class RenderedRequest:
     port: int
     path: str  # without the query
     secret_values: tuple[str, ...]  # to mask in anything shown or stored
-
-
-# --- argument checks ---------------------------------------------------------------------------------------------
-
-
-def normalize_arguments(value: Any) -> Any:
-    """Arabic-Indic digits in every string of the model's arguments as ASCII (do this before schema validation)."""
-    if isinstance(value, str):
-        return ascii_digits(value)
-    if isinstance(value, list):
-        return [normalize_arguments(v) for v in value]
-    if isinstance(value, dict):
-        return {k: normalize_arguments(v) for k, v in value.items()}
-    return value
-
-
-def is_token(text: str) -> bool:
-    return 0 < len(text) <= TOKEN_MAX and all(ch.isalpha() or ch in _ASCII_DIGITS or ch in _TOKEN_PUNCT for ch in text)
-
-
-def _scalar_text(value: Any, *, what: str, placeholder: str, parameter: str = "") -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise TemplateError(
-                "invalid_arguments", f"{what} is not a finite number", placeholder=placeholder, parameter=parameter
-            )
-        return json.dumps(value)
-    if isinstance(value, str):
-        return value
-    raise TemplateError(
-        "invalid_arguments",
-        f"{what} must be a single value here, not a list or object",
-        placeholder=placeholder,
-        parameter=parameter,
-    )
-
-
-# --- placeholder resolution --------------------------------------------------------------------------------------
-
-
-class _Resolver:
-    def __init__(
-        self,
-        *,
-        properties: Mapping[str, Any],
-        arguments: Mapping[str, Any],
-        end_user: EndUserIdentity | None,
-        variables: Mapping[str, str],
-        secret_lookup: SecretLookup,
-        host: str,
-    ) -> None:
-        self.properties = properties
-        self.arguments = arguments
-        self.end_user = end_user
-        self.variables = variables
-        self.secret_lookup = secret_lookup
-        self.host = host
-        self.secret_values: list[str] = []
-
-    def _blank(self, ph: Placeholder) -> TemplateError:
-        return TemplateError(
-            "blank_placeholder",
-            f"{ph.raw} is blank",
-            placeholder=ph.raw,
-            parameter=ph.name if ph.root == "args" else "",
-        )
-
-    def _format(self, ph: Placeholder) -> str:
-        prop = self.properties.get(ph.name)
-        if not isinstance(prop, dict):
-            raise TemplateError("invalid_template", f"{ph.raw} is not a declared parameter", placeholder=ph.raw)
-        fmt = prop.get("x-kagent-format", "token")
-        if fmt not in ("token", "text"):
-            raise TemplateError("invalid_template", f"{ph.raw} has an unknown x-kagent-format", placeholder=ph.raw)
-        return str(fmt)
-
-    def _argument_text(self, ph: Placeholder, text: str, fmt: str) -> str:
-        text = ascii_digits(text)
-        if fmt == "token":
-            if not text.strip():
-                raise self._blank(ph)
-            if not is_token(text):
-                raise TemplateError(
-                    "invalid_arguments",
-                    f"{ph.name} must be at most {TOKEN_MAX} letters, digits, spaces or . _ @ : + -",
-                    placeholder=ph.raw,
-                    parameter=ph.name,
-                )
-            return text
-        text = clean_text(text, keep_joiners=False)
-        if not text.strip():
-            raise self._blank(ph)
-        if len(text) > TEXT_MAX:
-            raise TemplateError(
-                "invalid_arguments",
-                f"{ph.name} is longer than {TEXT_MAX} characters",
-                placeholder=ph.raw,
-                parameter=ph.name,
-            )
-        return text
-
-    def _argument_json(self, ph: Placeholder, value: Any, fmt: str) -> Any:
-        """An argument's JSON value for a body string that is exactly this placeholder."""
-        if isinstance(value, str):
-            return self._argument_text(ph, value, fmt)
-        if isinstance(value, list):
-            return [self._argument_json(ph, v, fmt) for v in value]
-        if isinstance(value, dict):
-            return {k: self._argument_json(ph, v, fmt) for k, v in value.items()}
-        if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-            raise TemplateError(
-                "invalid_arguments", f"{ph.name} is not a finite number", placeholder=ph.raw, parameter=ph.name
-            )
-        return value
-
-    def value(self, ph: Placeholder, where: str) -> Any:
-        """The value of `ph` for location `where` (path, query, header, body_text, body_json)."""
-        if ph.root == "args":
-            return self._argument_value(ph, where)
-        if ph.root == "end_user":
-            raw = self._end_user_raw(ph)
-        elif ph.root == "var":
-            if ph.name not in self.variables:
-                raise TemplateError("unresolved_placeholder", f"the variable {ph.name} is not set", placeholder=ph.raw)
-            raw = self.variables[ph.name]
-        elif ph.root == "secret":
-            raw = self._secret_raw(ph)
-        else:  # pragma: no cover - placeholders.parse admits no other root
-            raise TemplateError("invalid_template", f"{ph.raw} is not a known placeholder", placeholder=ph.raw)
-        if raw is None or (isinstance(raw, str) and not raw.strip()):
-            raise self._blank(ph)
-        if where == "body_json":
-            return raw
-        text = _scalar_text(raw, what=ph.raw, placeholder=ph.raw)
-        if not text.strip():
-            raise self._blank(ph)
-        return text
-
-    def _argument_value(self, ph: Placeholder, where: str) -> Any:
-        fmt = self._format(ph)
-        if ph.name not in self.arguments:
-            raise TemplateError(
-                "unresolved_placeholder",
-                f"the argument {ph.name} is missing",
-                placeholder=ph.raw,
-                parameter=ph.name,
-            )
-        raw = self.arguments[ph.name]
-        if raw is None:
-            raise self._blank(ph)
-        if where in ("path", "query", "header") and fmt != "token":
-            raise TemplateError(
-                "invalid_template", f"{ph.raw}: text parameters may only be used in the body", placeholder=ph.raw
-            )
-        if where == "body_json":
-            return self._argument_json(ph, raw, fmt)
-        text = _scalar_text(raw, what=ph.name, placeholder=ph.raw, parameter=ph.name)
-        text = self._argument_text(ph, text, fmt if where == "body_text" else "token")
-        if where == "header" and not text.isascii():
-            raise TemplateError(
-                "invalid_arguments",
-                f"{ph.name} may only hold ASCII characters here",
-                placeholder=ph.raw,
-                parameter=ph.name,
-            )
-        return text
-
-    def _end_user_raw(self, ph: Placeholder) -> Any:
-        if self.end_user is None:
-            raise TemplateError("verified_user_required", f"{ph.raw} needs a verified end user", placeholder=ph.raw)
-        if not ph.is_trait:
-            return self.end_user.external_id
-        if isinstance(self.end_user.traits, Mapping) and ph.name in self.end_user.traits:
-            return self.end_user.traits[ph.name]
-        raise TemplateError("unresolved_placeholder", f"the end user has no trait {ph.name}", placeholder=ph.raw)
-
-    def _secret_raw(self, ph: Placeholder) -> Any:
-        secret = self.secret_lookup(ph.name)
-        if secret is None:
-            raise TemplateError("unresolved_placeholder", f"the secret {ph.name} does not exist", placeholder=ph.raw)
-        allowed = {h.strip().lower().rstrip(".") for h in secret.allowed_hosts}
-        if self.host not in allowed:
-            raise TemplateError(
-                "secret_host_not_allowed",
-                f"the secret {ph.name} may not be sent to {self.host}",
-                placeholder=ph.raw,
-            )
-        raw = secret.value
-        if isinstance(raw, str) and raw.strip():
-            self.secret_values.append(raw)
-        return raw
 
 
 # --- rendering ---------------------------------------------------------------------------------------------------
@@ -320,7 +79,7 @@ def _has_lone_percent(literal: str) -> bool:
     return False
 
 
-def _render_url_part(template: str, resolver: _Resolver, where: str) -> str:
+def _render_url_part(template: str, resolver: Resolver, where: str) -> str:
     out: list[str] = []
     for piece in _split(template, where):
         if isinstance(piece, str):
@@ -345,7 +104,7 @@ def _is_dot_segment(segment: str) -> bool:
     return segment in (".", "..")
 
 
-def _render_body_node(node: Any, resolver: _Resolver) -> Any:
+def _render_body_node(node: Any, resolver: Resolver) -> Any:
     if isinstance(node, dict):
         out: dict[str, Any] = {}
         for key, value in node.items():
@@ -432,7 +191,7 @@ def _origin(config: Mapping[str, Any]) -> _Origin:
     return _Origin(authority=authority, host=checked.host, rest=rest[slash:])
 
 
-def _render_query(query_template: str, resolver: _Resolver) -> str:
+def _render_query(query_template: str, resolver: Resolver) -> str:
     query_parts: list[str] = []
     for pair in query_template.split("&"):
         key, eq, value_template = pair.partition("=")
@@ -442,7 +201,7 @@ def _render_query(query_template: str, resolver: _Resolver) -> str:
     return "&".join(query_parts)
 
 
-def _render_url(origin: _Origin, resolver: _Resolver) -> str:
+def _render_url(origin: _Origin, resolver: Resolver) -> str:
     """Values only in the path (one segment each, no `.` or `..` after substitution) and in query values."""
     path_template, has_query, query_template = origin.rest.partition("?")
     if "#" in path_template or "#" in query_template:
@@ -454,7 +213,7 @@ def _render_url(origin: _Origin, resolver: _Resolver) -> str:
     return f"https://{origin.authority}{path}{query}"
 
 
-def _render_header(name: Any, template: Any, resolver: _Resolver, earlier: Mapping[str, str]) -> str:
+def _render_header(name: Any, template: Any, resolver: Resolver, earlier: Mapping[str, str]) -> str:
     if not isinstance(name, str) or not _HEADER_NAME_RE.fullmatch(name) or not isinstance(template, str):
         raise TemplateError("invalid_template", "header names must be tokens and values strings")
     if is_tenant_forbidden_header(name):
@@ -469,7 +228,7 @@ def _render_header(name: Any, template: Any, resolver: _Resolver, earlier: Mappi
     return value
 
 
-def _render_headers(config: Mapping[str, Any], resolver: _Resolver) -> dict[str, str]:
+def _render_headers(config: Mapping[str, Any], resolver: Resolver) -> dict[str, str]:
     raw_headers = config.get("headers") or {}
     if not isinstance(raw_headers, Mapping):
         raise TemplateError("invalid_template", "headers must be an object")
@@ -479,7 +238,7 @@ def _render_headers(config: Mapping[str, Any], resolver: _Resolver) -> dict[str,
     return headers
 
 
-def _render_body(config: Mapping[str, Any], method: str, resolver: _Resolver) -> bytes | None:
+def _render_body(config: Mapping[str, Any], method: str, resolver: Resolver) -> bytes | None:
     """SPEC §6 "Bodies": a JSON object template, for POST, PUT and PATCH only."""
     if "body" not in config or config["body"] is None:
         return None
@@ -515,7 +274,7 @@ def render_request(
     method = _method(config)
     arguments, properties = _checked_arguments(config, arguments)
     origin = _origin(config)
-    resolver = _Resolver(
+    resolver = Resolver(
         properties=properties,
         arguments=arguments,
         end_user=end_user,

@@ -17,9 +17,9 @@ from enum import StrEnum
 from typing import Any
 
 from tools import builtins
-from tools.builtins import Effect
+from tools.builtin_tool import BuiltinTool, Effect
+from tools.mcp_validation import closed_schema, mcp_tool_name
 from tools.shaping import clean_text
-from tools.validation import closed_schema, mcp_tool_name
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 
@@ -46,7 +46,7 @@ class ToolSpec:
     approval: bool = False  # an action whose grant says `approval: ask`: a person decides before it runs
 
     @property
-    def builtin(self) -> builtins.BuiltinTool | None:
+    def builtin(self) -> BuiltinTool | None:
         """The built-in this spec offers (its own declarations: sessions only, business hours, limits…)."""
         return builtins.get(self.name) if self.kind == ToolKind.BUILTIN else None
 

@@ -22,7 +22,7 @@ from runs.limits import bucket_held
 from runs.models import RunEvent, ToolCall
 from tools.http_call import http_tool_call
 from tools.mcp_call import mcp_tool_call
-from tools.templating import EndUserIdentity
+from tools.template_values import EndUserIdentity
 from tools.toolset import ToolKind, ToolSpec
 
 logger = logging.getLogger(__name__)

@@ -15,7 +15,8 @@ from agents.config import AGENT_CONFIG_SCHEMA
 from agents.config_validation import validate_config
 from kagent.errors import ApiError
 from kagent.inputs import Input
-from tools.validation import TOOL_DEFINITION_SCHEMA, validate_http_tool
+from tools.definition_shape import TOOL_DEFINITION_SCHEMA
+from tools.validation import validate_http_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 # Every API module of every app (an `apis.py`, or the modules of an `apis/` package), found, not listed: a body

@@ -10,7 +10,7 @@ import pytest
 from llm import retry
 from llm.types import Message, ModelRequest, ModelResponse, ToolDefinition
 from tests.runs.conftest import h  # noqa: F401  (the demo model through the engine: test_demo.py)
-from tools.builtins import CREATE_TICKET, TRANSFER_TO_HUMAN
+from tools.builtin_defs import CREATE_TICKET, TRANSFER_TO_HUMAN
 
 TENANT_KEY = "sk-tenant-0123456789abcdef"
 ORDER_STATUS = ToolDefinition(

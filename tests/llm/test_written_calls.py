@@ -21,7 +21,7 @@ from llm.written_calls import (
     written_call_id,
 )
 from tools import builtins
-from tools.builtins import Effect
+from tools.builtin_tool import Effect
 from tools.policy import MAX_CALLS_PER_ROUND, parse_arguments
 from tools.toolset import ToolKind, ToolSpec
 

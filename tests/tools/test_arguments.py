@@ -17,7 +17,8 @@ from tools import arguments
 from tools.arguments import UncheckableArguments, argument_errors
 from tools.policy import PolicyContext, policy_check
 from tools.schema_bounds import tenant_schema_problem
-from tools.templating import TemplateError, render_request
+from tools.template_values import TemplateError
+from tools.templating import render_request
 from tools.toolset import ToolSpec
 
 # Catastrophic in Python's re (the case: 6.4 s at 26 characters, doubling per character), and one that is

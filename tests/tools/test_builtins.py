@@ -11,11 +11,10 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from tools import builtins
+from tools.builtin_tool import BuiltinTool, Effect
 from tools.builtins import (
     BUILTIN_NAMES,
     RULES_HEADING,
-    BuiltinTool,
-    Effect,
     all_builtins,
     function_definition,
     get,

@@ -13,7 +13,7 @@ from kagent.models import EgressEvent
 from tests.plugins.egress import SIGNING_SECRET_NEW, SIGNING_SECRET_OLD
 from tools.http_call import http_tool_call
 from tools.shaping import FAILURE_GUIDANCE
-from tools.templating import EndUserIdentity, SecretValue
+from tools.template_values import EndUserIdentity, SecretValue
 
 pytestmark = pytest.mark.django_db
 

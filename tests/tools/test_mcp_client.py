@@ -12,16 +12,8 @@ import pytest
 from fakes.upstream import Upstream
 from kagent.models import EgressEvent
 from tests.plugins.egress import SIGNING_SECRET_NEW, SIGNING_SECRET_OLD
-from tools.mcp_client import (
-    MAX_PAGES,
-    MAX_TOOLS,
-    PROTOCOL_VERSION,
-    McpError,
-    McpServer,
-    call_tool,
-    list_tools,
-    sse_event_data,
-)
+from tools.mcp_client import MAX_PAGES, MAX_TOOLS, McpServer, call_tool, list_tools
+from tools.mcp_jsonrpc import PROTOCOL_VERSION, McpError, sse_event_data
 
 pytestmark = pytest.mark.django_db
 

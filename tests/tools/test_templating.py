@@ -13,13 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.examples import SEED_ORDER_STATUS
-from tools.templating import (
-    EndUserIdentity,
-    SecretValue,
-    TemplateError,
-    render_preview,
-    render_request,
-)
+from tools.template_values import EndUserIdentity, SecretValue, TemplateError
+from tools.templating import render_preview, render_request
 
 ORDERS_TOKEN = "tok_live_9f8e7d6c5b4a3210"
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from tests.examples import SEED_ORDER_STATUS
-from tools.builtins import Effect
+from tools.builtin_tool import Effect
 from tools.toolset import ToolKind, ToolSetFacts, ToolSpec, tool_set_build, tool_set_from_json, tool_set_json
 
 FACTS = ToolSetFacts(

@@ -11,7 +11,8 @@ import pytest
 
 from kagent.egress import EgressClient, EgressError, resolver
 from kagent.models import EgressEvent
-from tools.templating import TemplateError, render_request
+from tools.template_values import TemplateError
+from tools.templating import render_request
 
 
 def refused(client: EgressClient, url: str, timeout_ms: int = 2000) -> EgressError:
