@@ -7,4 +7,4 @@ class DeskConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        import desk.builtins  # noqa: F401  (binds transfer_to_human's and create_ticket's executors, and the desk's facts)
+        import desk.executors  # noqa: F401  (binds transfer_to_human's and create_ticket's executors, and the desk's facts)

@@ -1,5 +1,5 @@
 """Writes of the desk: a run's built-ins open tickets and hand conversations to the team (`ticket_create`,
-`handoff_create`, called by desk/builtins.py for the run engine); the team closes and reopens them
+`handoff_create`, called by desk/executors.py for the run engine); the team closes and reopens them
 (`ticket_update`, `handoff_update`, from the API and the dashboard); a handoff takes the conversation to the team
 and the last one closed closes it, through the conversation's one writer (conversations/services.py), which closes the
 open handoffs of a conversation handed back (`close_handoffs`, bound as the desk's facts). Each change the business

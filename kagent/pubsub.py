@@ -1,7 +1,7 @@
 """What the event streams share: the Redis client their wake-ups go through, and an event as a stream sends it.
 
 A run's events (runs/run_events.py) and a conversation's (conversations/session_events.py) are rows read back in
-order; a stream is woken on Redis pub/sub when one is written (runs/streams.py)."""
+order; a stream is woken on Redis pub/sub when one is written (kagent/streams.py)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from runs.models import Run, ToolCall
 from tools import builtins
 from tools.builtin_tool import Receipt
 
-# How runs/services.py `team_notice` writes a team member's message into the history.
+# How conversations/services.py `team_notice` writes a team member's message into the history.
 TEAM_NOTICE_MARK = " from the team wrote to the customer (not you; not a tool result): "
 KNOWLEDGE_TOOL = "search_knowledge"
 

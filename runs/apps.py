@@ -6,7 +6,7 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        import runs.builtins  # noqa: F401  (binds flag_conversation's and search_knowledge's executors)
+        import runs.executors  # noqa: F401  (binds flag_conversation's and search_knowledge's executors)
         from conversations.services import bind_open_runs
         from runs import lifecycle, webhook_events
 

@@ -18,7 +18,7 @@ tickets and handoffs, a session's flag, a search of the agent's knowledge) with 
 apps sit above `tools`. The definitions, though, must be whole before any app is ready: the agent config's JSON
 Schema, HTTP tool validation (reserved names) and the lock read them at import, without Django. So each entry's
 definition lives in tools/builtin_defs.py, and the app that owns what it makes binds its executor to it when the app
-is ready (`@executes(CREATE_TICKET)` in desk/builtins.py, imported by `DeskConfig.ready`). An executor is typed
+is ready (`@executes(CREATE_TICKET)` in desk/executors.py, imported by `DeskConfig.ready`). An executor is typed
 against the engine's rows where it is written (`Executor` takes them as `Any` here, the layer below); `unexecuted()`
 lists a built-in nobody bound, and Django's system check (tools/apps.py) refuses to start with one.
 

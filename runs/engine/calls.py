@@ -15,8 +15,8 @@ from kagent.models import SigningSecret
 from kagent.secrets import secret_resolve, signing_secrets_for_calls
 from llm.types import Message, ToolCallRequest
 from runs import run_events, store
-from runs.builtins import builtin_execute
 from runs.engine.decisions import Decisions
+from runs.executors import builtin_execute
 from runs.lease import KEEPER, lease, release_connection
 from runs.limits import bucket_held
 from runs.models import RunEvent, ToolCall

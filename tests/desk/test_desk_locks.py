@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from runs import builtins
+from runs import executors
 from runs.models import Run, ToolCall
 from tests.races import new_message_race, race
 
@@ -37,7 +37,7 @@ def test_a_desk_builtin_and_a_new_message_on_its_session_do_not_deadlock(alice: 
 
     def builtin() -> None:
         setup.session_held.wait(5)
-        builtins.builtin_execute(run=run, call=call, name=name, arguments=ARGUMENTS[name], fields={})
+        executors.builtin_execute(run=run, call=call, name=name, arguments=ARGUMENTS[name], fields={})
 
     assert race(run_create=setup.new_message, builtin=builtin) == {}
     assert Run.objects.get(pk=run.pk).cancel_requested  # superseded

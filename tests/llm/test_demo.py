@@ -32,7 +32,7 @@ TRACK = ToolDefinition(
         "required": ["order_number"],
     },
 )
-# What the desk's built-ins answer the model (desk/builtins.py), ids and notes for the model included.
+# What the desk's built-ins answer the model (desk/executors.py), ids and notes for the model included.
 HANDED_OFF = {
     "ok": True,
     "handoff": {"id": "hof_01m91wc8rvbcf5jtztsqsktpd6", "status": "open"},
@@ -310,7 +310,7 @@ def test_demo_gives_the_open_ticket_a_refusal_names_and_opens_none() -> None:
         "(Demo model) You already have an open ticket, TKT-7, and the team is on it, so I didn't open another one."
     )
     assert_plain(text)
-    # The refusal names the ticket (runs/engine.py reads it from the result); the call itself failed.
+    # The refusal names the ticket (runs/engine/ reads it from the result); the call itself failed.
     assert claims(text, facts(tickets=frozenset({"TKT-7"}), failed="create_ticket", result=refusal)) == []
 
 

@@ -21,7 +21,7 @@ from hooks.models import WebhookAttempt, WebhookDelivery, WebhookEvent
 from hooks.services import endpoint_create
 from kagent.models import ApiKey, EgressEvent
 from kagent.sql import api_key_by_digest
-from runs import builtins, creation, services
+from runs import creation, executors, services
 from runs.models import Run, RunEvent, RunStep, ToolCall
 from tests.conftest import make_tenant
 
@@ -185,7 +185,7 @@ def test_a_session_and_a_project_with_all_a_run_writes_are_deleted_whole(alice):
         call = ToolCall.objects.create(
             project=alice.project, run=run, round=1, index=index, model_call_id=f"m{index}", name=name, rate_key="r"
         )
-        builtins.builtin_execute(run=run, call=call, name=name, arguments=arguments, fields={})
+        executors.builtin_execute(run=run, call=call, name=name, arguments=arguments, fields={})
     RunStep.objects.create(run=run, kind=RunStep.Kind.MODEL_CALL)
     EgressEvent.objects.create(project=alice.project, purpose="http_tool", method="GET", host="h", decision="allowed")
     endpoint, _ = endpoint_create(

@@ -468,10 +468,10 @@ def test_every_builtin_has_its_executor_once_the_apps_are_ready() -> None:
     assert builtins_executed() == []
     assert bindings_made() == []
     assert {name: builtins.executor(name).__module__ for name in sorted(BUILTIN_NAMES)} == {
-        "create_ticket": "desk.builtins",
-        "flag_conversation": "runs.builtins",
-        "search_knowledge": "runs.builtins",
-        "transfer_to_human": "desk.builtins",
+        "create_ticket": "desk.executors",
+        "flag_conversation": "runs.executors",
+        "search_knowledge": "runs.executors",
+        "transfer_to_human": "desk.executors",
     }
 
 

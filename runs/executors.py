@@ -1,7 +1,7 @@
 """Running the built-in tools: `builtin_execute`, the engine's one way to run an allowed call of a built-in (its
 executor, and the call recorded as succeeded, in one transaction), and the executors of the built-ins that act on
 the run's own conversation (`flag_conversation`) or read the agent's knowledge for it (`search_knowledge`). The
-desk's built-ins (`transfer_to_human`, `create_ticket`) are executed by desk/builtins.py.
+desk's built-ins (`transfer_to_human`, `create_ticket`) are executed by desk/executors.py.
 
 Each executor is bound to its definition in the registry (tools/builtins.py, which says why it is bound there at
 app-ready time rather than written beside the definition) and returns exactly what the model is shown; each is
