@@ -419,8 +419,8 @@ CPU_PARTS = (
     ("kagent.auth", "api_key_from_header"),
     ("kagent.throttle", "api_request"),
     ("runs.services", "run_create"),
-    ("runs.store", "latest_version"),
-    ("runs.store", "insert_run"),
+    ("runs.creation", "latest_version"),
+    ("runs.creation", "insert_run"),
     ("kagent.broker", "send"),
     ("runs.engine", "run_execute"),
     ("runs.store", "claim"),
@@ -719,11 +719,12 @@ def _bench(
     # --- (b) SQL per run, in this process -------------------------------------------------------------------------
     from llm import openai_compatible, providers
     from runs import engine, services
+    from runs.engine import calls as engine_calls
 
     phases = Phases()
     model_bodies: list[bytes] = []
     original_complete, original_post = providers.complete, openai_compatible.operator_post
-    original_http, original_create = vars(engine)["http_tool_call"], services.run_create
+    original_http, original_create = vars(engine_calls)["http_tool_call"], services.run_create
     model_calls = [0]
 
     def complete(request: Any) -> Any:
@@ -753,7 +754,7 @@ def _bench(
             phases.mark("create:end")
 
     providers.complete, openai_compatible.operator_post = complete, operator_post
-    vars(engine)["http_tool_call"], services.run_create = http_tool_call, run_create
+    vars(engine_calls)["http_tool_call"], services.run_create = http_tool_call, run_create
     try:
         cold_api = cold_engine = 0
         for attempt in ("cold", "warm"):
@@ -772,7 +773,7 @@ def _bench(
                 cold_api, cold_engine = len(api_queries), len(engine_queries)
     finally:
         providers.complete, openai_compatible.operator_post = original_complete, original_post
-        vars(engine)["http_tool_call"], services.run_create = original_http, original_create
+        vars(engine_calls)["http_tool_call"], services.run_create = original_http, original_create
     if len(model_bodies) != 2:
         raise SystemExit(f"(b): expected 2 model calls, saw {len(model_bodies)}")
 
