@@ -48,6 +48,8 @@ from env import (
     recreate_database,
     servers,
     setup_django,
+    wait_ready,
+    worker_options,
 )
 from runs_bench import ORDER, SCRIPT, SCRIPTS, TOOL
 
@@ -56,7 +58,9 @@ WORKER_APP = "kagent-bench-capacity-worker"  # the worker's connections, as Post
 
 
 def compose_worker_command() -> list[str]:
-    """`docker-compose.yml`'s worker command, its `${VAR:-default}`s read from the environment or their defaults."""
+    """`docker-compose.yml`'s worker command, its `${VAR:-default}`s read from the environment or their defaults.
+    Not env.worker_command's: what this benchmark measures is the worker as compose starts it (its pool, its
+    concurrency and any option it adds), so it follows the file."""
     import yaml
 
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -228,13 +232,9 @@ def _capacity(args: argparse.Namespace, processes: Processes, tmp: Path, queue: 
         argv = [sys.executable, "-m", *command] if command[0] == "celery" else command
         # With --submit-first it listens to an empty queue of its own until the runs are queued (add_consumer below).
         listen = f"{queue}-idle" if args.submit_first else queue
-        argv += ["-Q", listen, "-n", worker_name, "--without-gossip", "--without-mingle", "--without-heartbeat"]
+        argv += worker_options(listen, worker_name)
         worker = processes.start(argv, env={**os.environ, "PGAPPNAME": WORKER_APP}, log=log)
-        deadline = time.monotonic() + 90
-        while "ready." not in log.read_text(errors="replace"):
-            if worker.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.05)
+        wait_ready(worker, log)
         print(f"worker: {shlex.join(command)}  (pid {worker.pid})", flush=True)
         return worker
 

@@ -1,9 +1,9 @@
-"""What every benchmark script shares: the repo on `sys.path`, Django on the benchmark's database and the child
-processes.
+"""What every benchmark script shares: the repo on `sys.path`, Django on the benchmark's database, the child
+processes and the Celery worker's command line.
 
 A script in bench/ (run as `.venv/bin/python bench/<script>.py`, so bench/ is on `sys.path`) imports from here first:
 
-    from env import ROOT, Processes, servers, setup_django_fresh
+    from env import ROOT, Processes, servers, setup_django_fresh, worker_command
 
 - `ROOT`: the repository, put on `sys.path` once when this module is imported (the project's packages importable);
 - `servers(database_url, redis_url, name)`: the PostgreSQL and Redis given, or throwaway embedded ones;
@@ -11,8 +11,10 @@ A script in bench/ (run as `.venv/bin/python bench/<script>.py`, so bench/ is on
   queue, made fresh and removed;
 - `django_environment(…)` and `setup_django(environment)`: the one way a script's own process runs Django (the
   variables it sets, then `django.setup()` and the migrations); `setup_django_fresh(…)` does both on a fresh database;
-- `Processes`, `ready_line(proc, what)`: child processes, each in its own session, all stopped on exit; a fake's
-  `ready …` line.
+- `Processes`, `ready_line(proc, what)`, `wait_ready(proc, log)`: child processes, each in its own session, all
+  stopped on exit; a fake's `ready …` line; a worker's "ready." in its log;
+- `worker_command(queue, name, pool=…, concurrency=…)`: the Celery worker a benchmark starts (`worker_options`: its
+  queue, name and the options of a worker alone).
 """
 
 from __future__ import annotations
@@ -94,6 +96,42 @@ def ready_line(proc: subprocess.Popen[Any], what: str) -> list[str]:
     if not words or words[0] != "ready":
         raise SystemExit(f"{what} did not start")
     return words
+
+
+def wait_ready(proc: subprocess.Popen[Any], log: Path) -> None:
+    """Until a Celery worker started with `log` says "ready." in it (90 s at most, or it exits: SystemExit)."""
+    deadline = time.monotonic() + 90
+    while "ready." not in log.read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"the worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.05)
+
+
+# --- the Celery worker --------------------------------------------------------------------------------------------
+
+
+def worker_options(queue: str, name: str) -> list[str]:
+    """A benchmark's worker: on its own queue, by its own name, alone (no gossip, mingle or heartbeat with others)."""
+    return ["-Q", queue, "-n", name, "--without-gossip", "--without-mingle", "--without-heartbeat"]
+
+
+def worker_command(queue: str, name: str, *, pool: str, concurrency: int) -> list[str]:
+    """The command line of the Celery worker a benchmark starts (`processes.start(worker_command(…), …)`)."""
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "kagent",
+        "worker",
+        "-l",
+        "info",
+        "--pool",
+        pool,
+        "--concurrency",
+        str(concurrency),
+        *worker_options(queue, name),
+    ]
 
 
 # --- the database and Redis ---------------------------------------------------------------------------------------

@@ -78,6 +78,8 @@ from env import (
     recreate_database,
     servers,
     setup_django,
+    wait_ready,
+    worker_command,
 )
 
 LOG_DIR = ROOT / "var" / "bench-runs"
@@ -741,36 +743,9 @@ def _bench(
         worker_count[0] += 1
         log = LOG_DIR / f"worker-{worker_count[0]}.log"
         name = f"{queue}-{worker_count[0]}@{socket.gethostname()}"
-        proc = processes.start(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "kagent",
-                "worker",
-                "-l",
-                "info",
-                "-Q",
-                queue,
-                "--concurrency",
-                str(args.concurrency),
-                "--pool",
-                args.pool,
-                "-n",
-                name,
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-            ],
-            env=worker_env,
-            log=log,
-        )
-        deadline = time.monotonic() + 90
-        while "ready." not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.05)
+        command = worker_command(queue, name, pool=args.pool, concurrency=args.concurrency)
+        proc = processes.start(command, env=worker_env, log=log)
+        wait_ready(proc, log)
         return proc, name
 
     def start_web(env: dict[str, str]) -> tuple[subprocess.Popen[Any], str]:

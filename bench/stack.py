@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from env import Processes, cleanup_redis, django_environment, ready_line
+from env import Processes, cleanup_redis, django_environment, ready_line, wait_ready, worker_command
 
 
 def free_port() -> int:
@@ -160,38 +160,14 @@ class Stack:
     def start_worker(self, index: int, *, wait: bool = True) -> subprocess.Popen[Any]:
         self._starts += 1
         log = self.log_dir / f"worker-{index}-{self._starts}.log"
-        proc = self.processes.start(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "kagent",
-                "worker",
-                "-l",
-                "info",
-                "-Q",
-                self.queue,
-                "--concurrency",
-                str(self.concurrency),
-                "--pool",
-                "threads",  # as docker-compose.yml's worker
-                "-n",
-                f"{self.queue}-{index}-{self._starts}@{socket.gethostname()}",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-            ],
-            env=self.env,
-            log=log,
-        )
+        name = f"{self.queue}-{index}-{self._starts}@{socket.gethostname()}"
+        # Threads, as docker-compose.yml's worker.
+        command = worker_command(self.queue, name, pool="threads", concurrency=self.concurrency)
+        proc = self.processes.start(command, env=self.env, log=log)
         self.workers[index] = proc
         self.worker_logs[index] = log
-        deadline = time.monotonic() + 90
-        while wait and "ready." not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.05)
+        if wait:
+            wait_ready(proc, log)
         return proc
 
     def worker_ready(self, index: int) -> bool:
