@@ -38,29 +38,29 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from runs_bench import (  # noqa: E402
-    ORDER,
-    SCRIPT,
-    SCRIPTS,
-    TOOL,
+from env import (
+    ROOT,
     Processes,
-    _cleanup_redis,
-    _drop_database,
-    _ready_line,
-    _recreate_database,
+    cleanup_redis,
+    django_environment,
+    drop_database,
+    ready_line,
+    recreate_database,
     servers,
+    setup_django,
+    wait_ready,
+    worker_options,
 )
+from runs_bench import ORDER, SCRIPT, SCRIPTS, TOOL
 
 LOG_DIR = ROOT / "var" / "bench-capacity"
 WORKER_APP = "kagent-bench-capacity-worker"  # the worker's connections, as PostgreSQL names them (PGAPPNAME)
 
 
 def compose_worker_command() -> list[str]:
-    """`docker-compose.yml`'s worker command, its `${VAR:-default}`s read from the environment or their defaults."""
+    """`docker-compose.yml`'s worker command, its `${VAR:-default}`s read from the environment or their defaults.
+    Not env.worker_command's: what this benchmark measures is the worker as compose starts it (its pool, its
+    concurrency and any option it adds), so it follows the file."""
     import yaml
 
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -161,8 +161,8 @@ def main() -> None:
 
             connections.close_all()
         with contextlib.suppress(Exception):
-            _drop_database(args.database_url)
-        _cleanup_redis(args.redis_url, queue)
+            drop_database(args.database_url)
+        cleanup_redis(args.redis_url, queue)
         up.close()
 
 
@@ -173,22 +173,17 @@ def _capacity(args: argparse.Namespace, processes: Processes, tmp: Path, queue: 
     ca_file = upstream.write_certs(tmp / "certs", "tools.test", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     up = processes.start([sys.executable, "-m", "fakes.upstream", "--cert-dir", str(tmp / "certs")], env=env)
-    host = _ready_line(up, "the TLS upstream")[1]
+    host = ready_line(up, "the TLS upstream")[1]
     scripts = tmp / "scripts.json"
     scripts.write_text(json.dumps(SCRIPTS))
     llm_argv = [sys.executable, "-m", "fakes.llm", "--port", "0", "--scripts", str(scripts)]
     llm = processes.start([*llm_argv, "--latency-ms", str(args.latency_ms)], env=env)
-    llm_base = _ready_line(llm, "the fake model")[1]
+    llm_base = ready_line(llm, "the fake model")[1]
 
-    _recreate_database(args.database_url)
+    recreate_database(args.database_url)
     bench_env = {
-        "DEBUG": "false",
-        "SECRET_KEY": "bench-only-secret-key",
-        "KAGENT_ENCRYPTION_KEYS": "a2tra2tra2tra2tra2tra2tra2tra2tra2tra2tra2s=",
-        "DATABASE_URL": args.database_url,
-        "REDIS_URL": args.redis_url,
+        **django_environment(args.database_url, args.redis_url, tmp),
         "KAGENT_CELERY_QUEUE": queue,
-        "KAGENT_VAR_DIR": str(tmp / "var"),
         "KAGENT_LLM_BASE_URL": llm_base,
         "KAGENT_OPERATOR_MODELS": "script:*",  # the scripted model's names
         "KAGENT_LLM_API_KEY": "fake-operator-key",
@@ -196,16 +191,10 @@ def _capacity(args: argparse.Namespace, processes: Processes, tmp: Path, queue: 
         "KAGENT_EGRESS_ALLOW_NETWORKS": f"{host}/32",
         "KAGENT_EGRESS_CA_BUNDLE": str(ca_file),
         "KAGENT_EGRESS_RESOLVE": f"tools.test:8443:{host}",
-        "LOG_LEVEL": "WARNING",
         "PYTHONUNBUFFERED": "1",
     }
-    os.environ.update(bench_env)
     os.environ["ALLOWED_HOSTS"] = "testserver,localhost,127.0.0.1"
-    os.environ["DJANGO_SETTINGS_MODULE"] = "kagent.settings"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    setup_django(bench_env)
     from django.db import connection
     from django.db.models import Max, Min
     from django.test import Client
@@ -214,7 +203,6 @@ def _capacity(args: argparse.Namespace, processes: Processes, tmp: Path, queue: 
     from kagent.services import api_key_create
     from runs.models import Run
 
-    call_command("migrate", verbosity=0)
     organization = Organization.objects.create(name="bench org")
     project = Project.objects.create(organization=organization, name="bench", api_rate_secret=1_000_000)
     _, secret_key = api_key_create(project=project, kind=ApiKey.Kind.SECRET, name="bench")
@@ -244,13 +232,9 @@ def _capacity(args: argparse.Namespace, processes: Processes, tmp: Path, queue: 
         argv = [sys.executable, "-m", *command] if command[0] == "celery" else command
         # With --submit-first it listens to an empty queue of its own until the runs are queued (add_consumer below).
         listen = f"{queue}-idle" if args.submit_first else queue
-        argv += ["-Q", listen, "-n", worker_name, "--without-gossip", "--without-mingle", "--without-heartbeat"]
+        argv += worker_options(listen, worker_name)
         worker = processes.start(argv, env={**os.environ, "PGAPPNAME": WORKER_APP}, log=log)
-        deadline = time.monotonic() + 90
-        while "ready." not in log.read_text(errors="replace"):
-            if worker.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.05)
+        wait_ready(worker, log)
         print(f"worker: {shlex.join(command)}  (pid {worker.pid})", flush=True)
         return worker
 

@@ -20,31 +20,13 @@ import contextlib
 import os
 import ssl
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _setup_django(tmp: Path, database_url: str, redis_url: str) -> None:
-    os.environ.setdefault("DEBUG", "false")
-    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
-    os.environ.setdefault("KAGENT_ENCRYPTION_KEYS", "a2tra2tra2tra2tra2tra2tra2tra2tra2tra2tra2s=")
-    os.environ["DATABASE_URL"] = database_url
-    os.environ["REDIS_URL"] = redis_url
-    os.environ["KAGENT_VAR_DIR"] = str(tmp / "var")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kagent.settings")
-    os.environ["LOG_LEVEL"] = "WARNING"
-    sys.path.insert(0, str(ROOT))
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
+from env import Processes, django_environment, ready_line, setup_django
 
 
 def _time_round(call: Callable[[], None], n: int) -> list[float]:
@@ -66,8 +48,6 @@ def main() -> None:
         help="where EgressEvent rows go (migrated first); default: a throwaway embedded PostgreSQL",
     )
     args = parser.parse_args()
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     from kagent import embedded
 
     servers = contextlib.nullcontext(None) if args.database_url else embedded.throwaway()
@@ -78,20 +58,13 @@ def main() -> None:
         from fakes import upstream
 
         ca_file = upstream.write_certs(tmp / "certs", "tools.test", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
-        server = subprocess.Popen(  # noqa: S603
-            [sys.executable, "-m", "fakes.upstream", "--cert-dir", str(tmp / "certs")],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        processes = Processes()
         try:
-            assert server.stdout is not None
-            ready = server.stdout.readline().split()
-            if not ready or ready[0] != "ready":
-                raise SystemExit("the benchmark server did not start")
-            host = ready[1]
-            _setup_django(tmp, database_url, redis_url)
+            server = processes.start(
+                [sys.executable, "-m", "fakes.upstream", "--cert-dir", str(tmp / "certs")], env=dict(os.environ)
+            )
+            host = ready_line(server, "the benchmark server")[1]
+            setup_django(django_environment(database_url, redis_url, tmp))
 
             import httpx
             from django.conf import settings
@@ -167,9 +140,7 @@ def main() -> None:
             hardened.close()
             logged.close()
         finally:
-            if server.stdin:
-                server.stdin.close()
-            server.wait(timeout=10)
+            processes.stop_all()
 
 
 if __name__ == "__main__":

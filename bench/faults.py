@@ -42,14 +42,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from env import ROOT, setup_django_fresh
+from load import CART, SCRIPTS, App, make_project, order_tool, print_report, run_load
+from stack import Stack
 
-from load import CART, SCRIPTS, App, make_project, order_tool, print_report, run_load, setup_django  # noqa: E402
-from stack import Stack  # noqa: E402
-
-from kagent import embedded  # noqa: E402
+from kagent import embedded
 
 FAULT_SCRIPTS: dict[str, list[dict[str, Any]]] = {
     **SCRIPTS,
@@ -333,7 +330,7 @@ def main() -> None:
     started = time.monotonic()
     try:
         servers.start()
-        setup_django(servers.database_url, servers.redis_url, tmp)
+        setup_django_fresh(servers.database_url, servers.redis_url, tmp)
         stack = Stack(
             database_url=servers.database_url,
             redis_url=servers.redis_url,

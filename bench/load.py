@@ -26,9 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -37,11 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from stack import Stack, servers  # noqa: E402
+from env import ROOT, drop_database, servers, setup_django_fresh
+from stack import Stack
 
 ORDER = "8812"
 SCRIPTS: dict[str, list[dict[str, Any]]] = {
@@ -311,34 +306,6 @@ def print_report(title: str, report: dict[str, Any]) -> None:
             print(f"  {key:32s} {json.dumps(value) if isinstance(value, (dict, list)) else value}")
 
 
-def setup_django(database_url: str, redis_url: str, tmp: Path) -> str:
-    """This process on the benchmark's database (created fresh and migrated); returns the secret key's project id
-    and key as 'project_id key'."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    from runs_bench import _recreate_database
-
-    _recreate_database(database_url)
-    os.environ.update(
-        {
-            "DEBUG": "false",
-            "SECRET_KEY": "bench-only-secret-key",
-            "KAGENT_ENCRYPTION_KEYS": "a2tra2tra2tra2tra2tra2tra2tra2tra2tra2tra2s=",
-            "DATABASE_URL": database_url,
-            "REDIS_URL": redis_url,
-            "KAGENT_VAR_DIR": str(tmp / "var"),
-            "LOG_LEVEL": "WARNING",
-            "DJANGO_SETTINGS_MODULE": "kagent.settings",
-        }
-    )
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    return "ok"
-
-
 def make_project(name: str) -> tuple[str, str]:
     from kagent.models import ApiKey, Organization, Project
     from kagent.services import api_key_create
@@ -369,7 +336,7 @@ def main() -> None:
     ):
         args.database_url, args.redis_url = database_url, redis_url
         tmp = Path(tmp_name)
-        setup_django(args.database_url, args.redis_url, tmp)
+        setup_django_fresh(args.database_url, args.redis_url, tmp)
         project_id, key = make_project("load")
         stack = Stack(
             database_url=args.database_url,
@@ -395,10 +362,8 @@ def main() -> None:
                 from django.db import connections
 
                 connections.close_all()
-                from runs_bench import _drop_database
-
                 with contextlib.suppress(Exception):
-                    _drop_database(args.database_url)
+                    drop_database(args.database_url)
     print_report(f"load: {args.runs} runs, {args.concurrency} at a time, {args.workers} workers", report)
     ok = (
         report["runs_lost"] == 0

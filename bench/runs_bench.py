@@ -68,7 +68,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parent.parent
+from env import (
+    ROOT,
+    Processes,
+    cleanup_redis,
+    django_environment,
+    drop_database,
+    ready_line,
+    recreate_database,
+    servers,
+    setup_django,
+    wait_ready,
+    worker_command,
+)
+
 LOG_DIR = ROOT / "var" / "bench-runs"
 STOPPING = threading.Event()
 SCRIPT = "bench"
@@ -103,105 +116,6 @@ SCRIPTS = {
         {"text": ANSWER},
     ]
 }
-
-
-# --- processes ----------------------------------------------------------------------------------------------------
-
-
-class Processes:
-    """Every child process, each in its own session; all stopped on exit (normal, exception, Ctrl-C, SIGTERM)."""
-
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen[Any]] = []
-
-    def start(self, argv: list[str], *, env: dict[str, str], log: Path | None = None) -> subprocess.Popen[Any]:
-        out: Any = open(log, "wb") if log else subprocess.PIPE  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(  # noqa: S603
-            argv,
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=out,
-            stderr=subprocess.STDOUT if log else None,
-            start_new_session=True,
-        )
-        if log:
-            out.close()  # the child has its own copy
-        self.procs.append(proc)
-        return proc
-
-    @staticmethod
-    def stop(proc: subprocess.Popen[Any], timeout: float = 20) -> None:
-        if proc.poll() is None:
-            # The leader only: a Celery worker then shuts down warm (a task finishing its last statements is let
-            # finish, not killed and re-delivered). Whatever is left of the group is killed below.
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        # A prefork child can outlive its parent for a moment: the group is ours, make sure it is gone.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        for stream in (proc.stdin, proc.stdout):
-            if stream:
-                with contextlib.suppress(OSError):
-                    stream.close()
-
-    def stop_all(self) -> None:
-        for proc in reversed(self.procs):
-            self.stop(proc, timeout=10)
-        self.procs.clear()
-
-
-def _ready_line(proc: subprocess.Popen[Any], what: str) -> list[str]:
-    assert proc.stdout is not None
-    words: list[str] = proc.stdout.readline().decode().split()
-    if not words or words[0] != "ready":
-        raise SystemExit(f"{what} did not start")
-    return words
-
-
-# --- the database -------------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def servers(database_url: str, redis_url: str, name: str) -> Any:
-    """The benchmark's PostgreSQL database and Redis: the URLs given, or else (on a machine with neither, as after
-    `bin/run`'s install) throwaway embedded servers of the wheels (kagent/embedded.py), database `name`."""
-    if database_url and redis_url:
-        yield database_url, redis_url
-        return
-    sys.path.insert(0, str(ROOT))
-    from kagent import embedded
-
-    with embedded.throwaway() as started:
-        yield database_url or started.postgres.url(name), redis_url or started.redis.url()
-
-
-def _recreate_database(url: str) -> None:
-    import psycopg
-
-    parts = urlsplit(url)
-    name = parts.path.lstrip("/")
-    if "bench" not in name or not re.fullmatch(r"[A-Za-z0-9_]+", name):
-        raise SystemExit(f"refusing to drop {name!r}: the benchmark database's name must contain 'bench'")
-    admin = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def _drop_database(url: str) -> None:
-    import psycopg
-
-    parts = urlsplit(url)
-    name = parts.path.lstrip("/")
-    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 # --- SQL statement shapes -----------------------------------------------------------------------------------------
@@ -419,8 +333,8 @@ CPU_PARTS = (
     ("kagent.auth", "api_key_from_header"),
     ("kagent.throttle", "api_request"),
     ("runs.services", "run_create"),
-    ("runs.store", "latest_version"),
-    ("runs.store", "insert_run"),
+    ("runs.creation", "latest_version"),
+    ("runs.creation", "insert_run"),
     ("kagent.broker", "send"),
     ("runs.engine", "run_execute"),
     ("runs.store", "claim"),
@@ -593,18 +507,9 @@ def main() -> None:
 
                 connections.close_all()
             with contextlib.suppress(Exception):
-                _drop_database(args.database_url)
-        _cleanup_redis(args.redis_url, queue)
+                drop_database(args.database_url)
+        cleanup_redis(args.redis_url, queue)
         servers_up.close()
-
-
-def _cleanup_redis(url: str, queue: str) -> None:
-    with contextlib.suppress(Exception):
-        import redis
-
-        client = redis.Redis.from_url(url)
-        client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
-        client.close()
 
 
 def _bench(
@@ -616,51 +521,36 @@ def _bench(
         old.unlink()
 
     # --- servers: TLS upstream and the fake model, each in its own process ---
-    sys.path.insert(0, str(ROOT))
     from fakes import upstream
 
     ca_file = upstream.write_certs(tmp / "certs", "tools.test", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     up = processes.start([sys.executable, "-m", "fakes.upstream", "--cert-dir", str(tmp / "certs")], env=env)
-    host = _ready_line(up, "the TLS upstream")[1]
+    host = ready_line(up, "the TLS upstream")[1]
     scripts = tmp / "scripts.json"
     scripts.write_text(json.dumps(SCRIPTS))
     llm = processes.start([sys.executable, "-m", "fakes.llm", "--port", "0", "--scripts", str(scripts)], env=env)
-    llm_base = _ready_line(llm, "the fake model")[1]
+    llm_base = ready_line(llm, "the fake model")[1]
 
     # --- this process: Django on the fresh database ---
-    _recreate_database(args.database_url)
+    recreate_database(args.database_url)
     bench_env = {
-        "DEBUG": "false",
-        "SECRET_KEY": "bench-only-secret-key",
-        "KAGENT_ENCRYPTION_KEYS": "a2tra2tra2tra2tra2tra2tra2tra2tra2tra2tra2s=",
-        "DATABASE_URL": args.database_url,
-        "REDIS_URL": args.redis_url,
+        **django_environment(args.database_url, args.redis_url, tmp),
         "KAGENT_CELERY_QUEUE": queue,
-        "KAGENT_VAR_DIR": str(tmp / "var"),
         "KAGENT_LLM_BASE_URL": llm_base,
         "KAGENT_OPERATOR_MODELS": "script:*",  # the scripted model's names
         "KAGENT_LLM_API_KEY": "fake-operator-key",
         "KAGENT_EGRESS_ALLOW_NETWORKS": f"{host}/32",
         "KAGENT_EGRESS_CA_BUNDLE": str(ca_file),
         "KAGENT_EGRESS_RESOLVE": f"tools.test:8443:{host}",
-        "LOG_LEVEL": "WARNING",
         "PYTHONUNBUFFERED": "1",
     }
-    os.environ.update(bench_env)
     os.environ["ALLOWED_HOSTS"] = "testserver,localhost,127.0.0.1"  # the test Client's host; this process only
-    os.environ["DJANGO_SETTINGS_MODULE"] = "kagent.settings"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    t0 = time.monotonic()
-    call_command("migrate", verbosity=0)
+    migrated = setup_django(bench_env)
     print(
         f"database {urlsplit(args.database_url).path.lstrip('/')} created and migrated "
-        f"in {time.monotonic() - t0:.1f}s; queue {queue}; upstream {host}:8443; model {llm_base}",
+        f"in {migrated:.1f}s; queue {queue}; upstream {host}:8443; model {llm_base}",
         flush=True,
     )
 
@@ -719,11 +609,12 @@ def _bench(
     # --- (b) SQL per run, in this process -------------------------------------------------------------------------
     from llm import openai_compatible, providers
     from runs import engine, services
+    from runs.engine import calls as engine_calls
 
     phases = Phases()
     model_bodies: list[bytes] = []
     original_complete, original_post = providers.complete, openai_compatible.operator_post
-    original_http, original_create = vars(engine)["http_tool_call"], services.run_create
+    original_http, original_create = vars(engine_calls)["http_tool_call"], services.run_create
     model_calls = [0]
 
     def complete(request: Any) -> Any:
@@ -753,7 +644,7 @@ def _bench(
             phases.mark("create:end")
 
     providers.complete, openai_compatible.operator_post = complete, operator_post
-    vars(engine)["http_tool_call"], services.run_create = http_tool_call, run_create
+    vars(engine_calls)["http_tool_call"], services.run_create = http_tool_call, run_create
     try:
         cold_api = cold_engine = 0
         for attempt in ("cold", "warm"):
@@ -772,7 +663,7 @@ def _bench(
                 cold_api, cold_engine = len(api_queries), len(engine_queries)
     finally:
         providers.complete, openai_compatible.operator_post = original_complete, original_post
-        vars(engine)["http_tool_call"], services.run_create = original_http, original_create
+        vars(engine_calls)["http_tool_call"], services.run_create = original_http, original_create
     if len(model_bodies) != 2:
         raise SystemExit(f"(b): expected 2 model calls, saw {len(model_bodies)}")
 
@@ -852,36 +743,9 @@ def _bench(
         worker_count[0] += 1
         log = LOG_DIR / f"worker-{worker_count[0]}.log"
         name = f"{queue}-{worker_count[0]}@{socket.gethostname()}"
-        proc = processes.start(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "kagent",
-                "worker",
-                "-l",
-                "info",
-                "-Q",
-                queue,
-                "--concurrency",
-                str(args.concurrency),
-                "--pool",
-                args.pool,
-                "-n",
-                name,
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-            ],
-            env=worker_env,
-            log=log,
-        )
-        deadline = time.monotonic() + 90
-        while "ready." not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.05)
+        command = worker_command(queue, name, pool=args.pool, concurrency=args.concurrency)
+        proc = processes.start(command, env=worker_env, log=log)
+        wait_ready(proc, log)
         return proc, name
 
     def start_web(env: dict[str, str]) -> tuple[subprocess.Popen[Any], str]:

@@ -3,7 +3,7 @@ forms in the tests (tests/proofs/): gunicorn (gunicorn.conf.py, threaded workers
 PostgreSQL database and a Redis given by URL, with the zero-latency scripted model (fakes/llm.py) and the business's
 HTTPS API (fakes/upstream.py) each in its own process.
 
-Every process is started in its own session and stopped on exit (bench/runs_bench.py's `Processes`). Worker, beat
+Every process is started in its own session and stopped on exit (bench/env.py's `Processes`). Worker, beat
 and web logs go to `log_dir`; `Stack.log_errors()` lists the lines that say ERROR or Traceback.
 
     stack = Stack(database_url=…, redis_url=…, tmp=Path(…), log_dir=Path(…), scripts={…})
@@ -30,13 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from runs_bench import Processes, _ready_line, servers  # noqa: E402, F401  (servers: for load.py and faults.py)
-
-ENCRYPTION_KEY = "a2tra2tra2tra2tra2tra2tra2tra2tra2tra2tra2s="
+from env import Processes, cleanup_redis, django_environment, ready_line, wait_ready, worker_command
 
 
 def free_port() -> int:
@@ -96,7 +90,7 @@ class Stack:
         up = self.processes.start(
             [sys.executable, "-m", "fakes.upstream", "--port", "8443", "--cert-dir", str(certs)], env=env
         )
-        self.upstream_host, upstream_port = _ready_line(up, "the TLS upstream")[1:3]
+        self.upstream_host, upstream_port = ready_line(up, "the TLS upstream")[1:3]
         self.upstream_origin = f"https://tools.test:{upstream_port}"
         if self.llm_base is None:
             scripts = self.tmp / "scripts.json"
@@ -104,18 +98,13 @@ class Stack:
             llm = self.processes.start(
                 [sys.executable, "-m", "fakes.llm", "--port", "0", "--scripts", str(scripts)], env=env
             )
-            llm_base = _ready_line(llm, "the fake model")[1]
+            llm_base = ready_line(llm, "the fake model")[1]
         else:
             llm_base = self.llm_base
         self.env = {
             **os.environ,
-            "DEBUG": "false",
-            "SECRET_KEY": "bench-only-secret-key",
-            "KAGENT_ENCRYPTION_KEYS": ENCRYPTION_KEY,
-            "DATABASE_URL": self.database_url,
-            "REDIS_URL": self.redis_url,
+            **django_environment(self.database_url, self.redis_url, self.tmp),
             "KAGENT_CELERY_QUEUE": self.queue,
-            "KAGENT_VAR_DIR": str(self.tmp / "var"),
             "KAGENT_LLM_BASE_URL": llm_base,
             "KAGENT_OPERATOR_MODELS": "script:*",  # the scripted model's names
             "KAGENT_LLM_API_KEY": "fake-operator-key",
@@ -132,7 +121,6 @@ class Stack:
             "KAGENT_BIND": f"127.0.0.1:{self.port}",
             "WEB_CONCURRENCY": str(self.web_processes),
             "WEB_THREADS": str(self.web_threads),
-            "LOG_LEVEL": "WARNING",
             "PYTHONUNBUFFERED": "1",
             **self.settings,
         }
@@ -172,38 +160,14 @@ class Stack:
     def start_worker(self, index: int, *, wait: bool = True) -> subprocess.Popen[Any]:
         self._starts += 1
         log = self.log_dir / f"worker-{index}-{self._starts}.log"
-        proc = self.processes.start(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "kagent",
-                "worker",
-                "-l",
-                "info",
-                "-Q",
-                self.queue,
-                "--concurrency",
-                str(self.concurrency),
-                "--pool",
-                "threads",  # as docker-compose.yml's worker
-                "-n",
-                f"{self.queue}-{index}-{self._starts}@{socket.gethostname()}",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-            ],
-            env=self.env,
-            log=log,
-        )
+        name = f"{self.queue}-{index}-{self._starts}@{socket.gethostname()}"
+        # Threads, as docker-compose.yml's worker.
+        command = worker_command(self.queue, name, pool="threads", concurrency=self.concurrency)
+        proc = self.processes.start(command, env=self.env, log=log)
         self.workers[index] = proc
         self.worker_logs[index] = log
-        deadline = time.monotonic() + 90
-        while wait and "ready." not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.05)
+        if wait:
+            wait_ready(proc, log)
         return proc
 
     def worker_ready(self, index: int) -> bool:
@@ -219,12 +183,7 @@ class Stack:
 
     def stop(self) -> None:
         self.processes.stop_all()
-        with contextlib.suppress(Exception):
-            import redis
-
-            client = redis.Redis.from_url(self.redis_url)
-            client.delete(self.queue, f"_kombu.binding.{self.queue}", f"_kombu.binding_permanent.{self.queue}")
-            client.close()
+        cleanup_redis(self.redis_url, self.queue)
 
     # --- what happened ------------------------------------------------------------------------------------------
 

@@ -21,18 +21,14 @@ import argparse
 import contextlib
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from load import make_project, setup_django  # noqa: E402
-from stack import Stack, servers  # noqa: E402
+from env import ROOT, servers, setup_django_fresh
+from load import make_project
+from stack import Stack
 
 ANSWER = "Thanks for waiting. Your boots left our warehouse in Leeds on Monday. They should arrive by Thursday."
 SCRIPT = "stream-latency"
@@ -71,7 +67,7 @@ def main() -> None:
         servers(args.database_url, args.redis_url, "kagent_bench_stream") as (database_url, redis_url),
     ):
         tmp = Path(tmp_name)
-        setup_django(database_url, redis_url, tmp)
+        setup_django_fresh(database_url, redis_url, tmp)
         from fakes.llm import FakeLLM, text
 
         fake = FakeLLM(record=False, chunk_delay_s=args.chunk_delay_ms / 1000).start()

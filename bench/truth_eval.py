@@ -16,9 +16,9 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run as bench/truth_eval.py (imported as bench.truth_eval by tests/truth, it is there already)
+    import env  # noqa: F401  (the repo on sys.path)
 
 from guard import check  # noqa: E402
 from guard.corpus import Case, cases  # noqa: E402
