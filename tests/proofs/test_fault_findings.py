@@ -9,6 +9,7 @@ from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import ConnectionError as RedisDown
 
 from kagent import broker, streams, throttle
+from runs import streams as run_streams
 from runs.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +77,7 @@ def test_a_wait_that_loses_redis_or_the_database_answers_the_run_as_created(alic
     if failing == "slot":
         monkeypatch.setattr(streams.KeySlot, "try_take", down)
     else:
-        monkeypatch.setattr(streams, "_settled", down)
+        monkeypatch.setattr(run_streams, "_settled", down)
     response = api.post("/v1/runs", {"agent": agent, "input": "hi", "wait": 2}, format="json")
     assert response.status_code == 201, response.content
     assert response["Retry-After"] == "1"
